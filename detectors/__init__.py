@@ -1,0 +1,54 @@
+"""LoopGuard's detection engine: OpenClaw's tools.loopDetection as pure, deterministic code.
+
+No I/O, no clock, no logging. Input: a run's state and one event; output: the new state (in
+place) and a list of decisions.
+"""
+
+from detectors.compaction_guard import arm_guard, observe_guard
+from detectors.engine import detect
+from detectors.errors import DetectorError, InvalidEvent, InvalidState
+from detectors.events import Event, parse_event
+from detectors.hashing import args_hash, canonical_json, normalize_tool, result_hash
+from detectors.history import record_call, record_outcome
+from detectors.process import Decision, effective_agent, is_duplicate, process_event
+from detectors.state import RunState
+from detectors.values import (
+    JSON,
+    UNDEFINED,
+    GuardAbort,
+    Outcome,
+    Record,
+    Thresholds,
+    ToolCall,
+    Verdict,
+)
+
+__all__ = [
+    "JSON",
+    "UNDEFINED",
+    "Decision",
+    "DetectorError",
+    "Event",
+    "GuardAbort",
+    "InvalidEvent",
+    "InvalidState",
+    "Outcome",
+    "Record",
+    "RunState",
+    "Thresholds",
+    "ToolCall",
+    "Verdict",
+    "args_hash",
+    "arm_guard",
+    "canonical_json",
+    "detect",
+    "effective_agent",
+    "is_duplicate",
+    "normalize_tool",
+    "observe_guard",
+    "parse_event",
+    "process_event",
+    "record_call",
+    "record_outcome",
+    "result_hash",
+]

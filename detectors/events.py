@@ -1,0 +1,105 @@
+"""Wire input events (ARCHITECTURE.md) parsed into engine values, with label-safe reasons.
+
+`parse_event` is the one validator of input events: the worker, `loopguard replay` and the
+JSON Schema (streams/schema.py) all follow it. Unknown extra fields are ignored, so emitters
+may add fields (session_key, ts, …) without breaking older workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from detectors.errors import InvalidEvent
+from detectors.hashing import normalize_tool
+from detectors.values import JSON, Outcome, ToolCall
+
+EventType = Literal["tool_call", "tool_result", "compaction", "run_end"]
+EVENT_TYPES: tuple[EventType, ...] = ("tool_call", "tool_result", "compaction", "run_end")
+TOOL_EVENTS = frozenset({"tool_call", "tool_result"})
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One validated input event."""
+
+    type: EventType
+    run_id: str
+    event_id: str
+    seq: int
+    agent_id: str | None = None
+    call: ToolCall | None = None  # tool_call / tool_result
+    outcome: Outcome | None = None  # tool_result
+    want_verdict: bool = False
+
+
+def _opt_str(obj: Mapping[str, object], key: str) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidEvent("invalid_field", f"{key} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _req_str(obj: Mapping[str, object], key: str, reason: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidEvent(reason, f"{key} must be a non-empty string")
+    return value
+
+
+def parse_event(obj: object) -> Event:
+    """Validate one decoded wire event; raises InvalidEvent with a short reason code."""
+    if not isinstance(obj, Mapping):
+        raise InvalidEvent("not_an_object", f"event must be a JSON object, got {type(obj).__name__}")
+    etype = obj.get("type")
+    if etype not in EVENT_TYPES:
+        raise InvalidEvent(
+            "unknown_type", f"type must be one of {', '.join(EVENT_TYPES)}, got {etype!r}"[:200]
+        )
+    run_id = _req_str(obj, "run_id", "missing_run_id")
+    event_id = _req_str(obj, "event_id", "missing_event_id")
+    seq = obj.get("seq")
+    if type(seq) is not int:
+        raise InvalidEvent("invalid_seq", "seq must be an integer")
+    agent_id = _opt_str(obj, "agent_id")
+    ts = obj.get("ts")
+    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, str | int | float)):
+        raise InvalidEvent("invalid_field", "ts must be an RFC 3339 string or epoch milliseconds")
+    if etype not in TOOL_EVENTS:
+        return Event(etype, run_id, event_id, seq, agent_id)
+    call = _parse_call(obj)
+    if etype == "tool_call":
+        want = obj.get("want_verdict", False)
+        if not isinstance(want, bool):
+            raise InvalidEvent("invalid_field", "want_verdict must be a boolean")
+        return Event(etype, run_id, event_id, seq, agent_id, call, None, want)
+    return Event(etype, run_id, event_id, seq, agent_id, call, _parse_outcome(obj))
+
+
+def _parse_call(obj: Mapping[str, object]) -> ToolCall:
+    tool = obj.get("tool")
+    if not isinstance(tool, str):
+        raise InvalidEvent("invalid_tool", "tool must be a string")
+    tcid = _opt_str(obj, "tool_call_id")
+    if "args" in obj:
+        args: JSON = obj["args"]  # type: ignore[assignment]  # decoded JSON
+        return ToolCall.of(tool, args, tcid)
+    ahash = obj.get("args_hash")
+    if not isinstance(ahash, str) or not ahash:
+        raise InvalidEvent("missing_args", "tool events carry args (or args_hash in privacy mode)")
+    action = _opt_str(obj, "poll_action")
+    return ToolCall(normalize_tool(tool), ahash, tcid or None, action)
+
+
+def _parse_outcome(obj: Mapping[str, object]) -> Outcome:
+    if "result_hash" in obj:
+        rhash = _opt_str(obj, "result_hash")
+        return Outcome.hashed(rhash or None, _opt_str(obj, "unknown_tool_name"))
+    if "error" in obj:
+        return Outcome.error(obj["error"])  # type: ignore[arg-type]  # decoded JSON
+    if "result" in obj:
+        return Outcome.result(obj["result"])  # type: ignore[arg-type]  # decoded JSON
+    return Outcome.pending()

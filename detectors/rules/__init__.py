@@ -1,0 +1,1 @@
+"""One module per detector: each exposes `check(...) -> Verdict | None` and states its rule."""

@@ -1,0 +1,26 @@
+"""global_circuit_breaker (SPEC §6 rule 2): identical no-progress outcomes, any tool.
+
+no_progress ≥ globalCircuitBreakerThreshold → critical, whatever the detector flags say.
+
+    read /same → same error ×30 → call 31 (or the next retry once 30 slots agree): blocked
+"""
+
+from __future__ import annotations
+
+from detectors.values import Thresholds, ToolCall, Verdict
+
+DETECTOR = "global_circuit_breaker"
+
+
+def check(call: ToolCall, streak: int, latest: str | None, th: Thresholds) -> Verdict | None:
+    """Critical when the no-progress streak reaches the global threshold."""
+    if streak < th.global_breaker:
+        return None
+    return Verdict(
+        "critical",
+        DETECTOR,
+        streak,
+        f"CRITICAL: {call.tool} has repeated identical no-progress outcomes {streak} times. "
+        "Session execution blocked by global circuit breaker to prevent runaway loops.",
+        f"global:{call.tool}:{call.args_hash}:{latest or 'none'}",
+    )

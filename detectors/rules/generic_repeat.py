@@ -1,0 +1,46 @@
+"""generic_repeat (SPEC §6 rules 7–8): the same call again and again.
+
+no_progress ≥ criticalThreshold → critical (outcomes prove no progress); otherwise
+recent_count (same tool and args in the window, pending included) ≥ warningThreshold →
+warning. Known polls are left to known_poll_no_progress.
+
+    read /missing → same error ×20 → call 11 warns (10), calls 12–20 warn, call 21 blocked (20)
+"""
+
+from __future__ import annotations
+
+from detectors.history import recent_count
+from detectors.values import Record, Thresholds, ToolCall, Verdict
+
+DETECTOR = "generic_repeat"
+
+
+def check(
+    history: list[Record], call: ToolCall, streak: int, latest: str | None, th: Thresholds
+) -> Verdict | None:
+    """Critical on a long no-progress streak, warning on many identical calls."""
+    if not th.generic_repeat:
+        return None
+    tool = call.tool
+    if streak >= th.critical:
+        return Verdict(
+            "critical",
+            DETECTOR,
+            streak,
+            f"CRITICAL: Called {tool} with identical arguments and identical outcomes {streak} "
+            "times. Session execution blocked to prevent runaway loops.",
+            f"generic:{tool}:{call.args_hash}:{latest or 'none'}",
+        )
+    if len(history) < th.warning:
+        return None
+    count = recent_count(history, tool, call.args_hash)
+    if count < th.warning:
+        return None
+    return Verdict(
+        "warning",
+        DETECTOR,
+        count,
+        f"WARNING: You have called {tool} {count} times with identical arguments. If this is "
+        "not making progress, stop retrying and report the task as failed.",
+        f"generic:{tool}:{call.args_hash}",
+    )

@@ -1,0 +1,140 @@
+"""Per-run state (`RunState`) and its exact, compact JSON form.
+
+The serialised form interns every tool name and hash in one table and writes 64-hex-digit
+digests as base64 of their raw bytes, so a 30-record looping run stays near 1 KB. The
+round-trip is exact: `RunState.from_json(s.to_json()) == s`, dict order included.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from detectors.errors import InvalidState
+from detectors.values import Record
+
+FORMAT_VERSION = 1
+_HEX_TAIL = re.compile(r"^(.*?)([0-9a-f]{64})$", re.DOTALL)
+
+GuardObservation = tuple[str, str, str]  # (tool, args_hash, result_hash)
+
+
+@dataclass(slots=True)
+class RunState:
+    """Everything LoopGuard remembers about one run: history, buckets, guard, watermarks."""
+
+    history: list[Record] = field(default_factory=list)
+    buckets: dict[str, int] = field(default_factory=dict)  # short warning-key id → bucket
+    agent_id: str | None = None
+    guard_remaining: int = 0
+    guard_seq: int | None = None  # seq of the compaction that armed the guard
+    guard_obs: list[GuardObservation] = field(default_factory=list)
+    tool_seq: int | None = None  # highest seq seen on tool_call/tool_result events
+    life_seq: int | None = None  # highest seq seen on compaction/run_end events
+    ended_seq: int | None = None  # set by run_end: the state is then a tombstone
+    stamp_ms: int | None = None  # opaque to the engine: the stream layer's last event time
+
+    @property
+    def is_ended(self) -> bool:
+        """True once the run's `run_end` was processed (the state is a tombstone)."""
+        return self.ended_seq is not None
+
+    def to_json(self) -> str:
+        """Serialise to compact JSON (hashes interned and base64-packed)."""
+        table: dict[str, int] = {}
+
+        def ref(s: str) -> int:
+            i = table.get(s)
+            if i is None:
+                i = table[s] = len(table)
+            return i
+
+        rows: list[list[Any]] = []
+        for r in self.history:
+            row: list[Any] = [
+                ref(r.tool),
+                ref(r.args_hash),
+                -1 if r.result_hash is None else ref(r.result_hash),
+                r.seq,
+            ]
+            if r.tool_call_id is not None or r.unknown_tool_name is not None:
+                row.append(r.tool_call_id)
+            if r.unknown_tool_name is not None:
+                row.append(r.unknown_tool_name)
+            rows.append(row)
+        doc: dict[str, Any] = {"v": FORMAT_VERSION}
+        if rows:
+            doc["h"] = rows
+        if self.buckets:
+            doc["b"] = [[k, b] for k, b in self.buckets.items()]
+        if self.agent_id is not None:
+            doc["a"] = self.agent_id
+        if self.guard_remaining or self.guard_seq is not None or self.guard_obs:
+            doc["g"] = [
+                self.guard_remaining,
+                self.guard_seq,
+                [[ref(t), ref(a), ref(h)] for t, a, h in self.guard_obs],
+            ]
+        marks = [self.tool_seq, self.life_seq, self.ended_seq, self.stamp_ms]
+        if any(m is not None for m in marks):
+            doc["s"] = marks
+        if table:
+            doc["t"] = [_pack(s) for s in table]
+        return orjson.dumps(doc).decode()
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> RunState:
+        """Restore a state written by `to_json`; raises InvalidState on anything else."""
+        try:
+            doc = orjson.loads(raw)
+            if doc.get("v") != FORMAT_VERSION:
+                raise InvalidState(f"unknown RunState format {doc.get('v')!r}")
+            table = [_unpack(s) for s in doc.get("t", [])]
+            history = []
+            for row in doc.get("h", []):
+                t, a, r, seq = row[:4]
+                tcid = row[4] if len(row) > 4 else None
+                unk = row[5] if len(row) > 5 else None
+                history.append(
+                    Record(table[t], table[a], tcid, None if r < 0 else table[r], unk, seq)
+                )
+            remaining, gseq, obs = doc.get("g", [0, None, []])
+            tool_seq, life_seq, ended_seq, stamp = doc.get("s", [None, None, None, None])
+            return cls(
+                history=history,
+                buckets={k: b for k, b in doc.get("b", [])},
+                agent_id=doc.get("a"),
+                guard_remaining=remaining,
+                guard_seq=gseq,
+                guard_obs=[(table[t], table[a], table[h]) for t, a, h in obs],
+                tool_seq=tool_seq,
+                life_seq=life_seq,
+                ended_seq=ended_seq,
+                stamp_ms=stamp,
+            )
+        except InvalidState:
+            raise
+        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError, IndexError) as e:
+            raise InvalidState(f"corrupt RunState: {e}") from e
+
+
+def _pack(s: str) -> str:
+    """'h' + prefix + base64(digest) for '<prefix><64 hex>', else 's' + s."""
+    m = _HEX_TAIL.match(s)
+    if m is None:
+        return "s" + s
+    raw = bytes.fromhex(m.group(2))
+    return "h" + m.group(1) + base64.urlsafe_b64encode(raw).decode()[:43]
+
+
+def _unpack(s: str) -> str:
+    if s[:1] == "s":
+        return s[1:]
+    if s[:1] == "h" and len(s) >= 44:
+        digest = base64.urlsafe_b64decode(s[-43:] + "=")
+        return s[1:-43] + digest.hex()
+    raise InvalidState(f"bad interned entry {s[:16]!r}")

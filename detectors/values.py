@@ -1,0 +1,143 @@
+"""Engine value types: thresholds, calls, outcomes, records, verdicts (frozen, slotted)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal, TypeAlias, Union
+
+JSON: TypeAlias = Union[None, bool, int, float, str, list["JSON"], dict[str, "JSON"]]
+
+
+class _Undefined:
+    """JavaScript's `undefined`: a field the hashing reads that is absent."""
+
+    __slots__ = ()
+    _instance: _Undefined | None = None
+
+    def __new__(cls) -> _Undefined:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNDEFINED"
+
+    def __reduce__(self) -> str:
+        return "UNDEFINED"
+
+
+UNDEFINED: Final = _Undefined()
+
+Level = Literal["warning", "critical"]
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Resolved loop-detection policy for one agent (SPEC §2), immutable."""
+
+    enabled: bool = False
+    history_size: int = 30
+    warning: int = 10
+    critical: int = 20
+    unknown_tool: int = 10
+    global_breaker: int = 30
+    generic_repeat: bool = True
+    known_poll_no_progress: bool = True
+    ping_pong: bool = True
+    guard_enabled: bool = True
+    guard_window: int = 3
+    channel_tools: frozenset[str] = frozenset({"telegram"})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool invocation as the detectors see it: normalised tool and hashed args."""
+
+    tool: str
+    args_hash: str
+    tool_call_id: str | None = None
+    action: str | None = None  # args.action when it is a string (known-poll, sends)
+    args: JSON | _Undefined = UNDEFINED  # raw args, only while deciding; never stored
+
+    @classmethod
+    def of(cls, tool: str, args: JSON, tool_call_id: str | None = None) -> ToolCall:
+        """Build a call from a raw tool name and raw arguments."""
+        from detectors.hashing import args_hash, normalize_tool
+
+        name = normalize_tool(tool)
+        action = args.get("action") if isinstance(args, dict) else None
+        return cls(
+            tool=name,
+            args_hash=args_hash(name, args),
+            tool_call_id=tool_call_id or None,
+            action=action if isinstance(action, str) else None,
+            args=args,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a call returned or raised; `kind` is result, error, pending or hashed."""
+
+    kind: Literal["result", "error", "pending", "hashed"]
+    value: JSON | _Undefined = UNDEFINED
+    hash: str | None = None  # privacy mode: result_hash computed at the edge
+    unknown_tool_name: str | None = None  # privacy mode
+
+    @classmethod
+    def result(cls, value: JSON | _Undefined = UNDEFINED) -> Outcome:
+        """A returned value; an absent value means no result yet."""
+        if value is UNDEFINED:
+            return cls("pending")
+        return cls("result", value)
+
+    @classmethod
+    def error(cls, value: JSON | BaseException) -> Outcome:
+        """A raised error: an exception, a message string, or any JSON value."""
+        if isinstance(value, BaseException):
+            value = str(value) or type(value).__name__
+        return cls("error", value)
+
+    @classmethod
+    def pending(cls) -> Outcome:
+        """No result yet: the call stays pending."""
+        return cls("pending")
+
+    @classmethod
+    def hashed(cls, result_hash: str | None, unknown_tool_name: str | None = None) -> Outcome:
+        """An outcome already hashed at the edge (privacy mode)."""
+        return cls("hashed", hash=result_hash, unknown_tool_name=unknown_tool_name)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One history entry (SPEC §1)."""
+
+    tool: str
+    args_hash: str
+    tool_call_id: str | None = None
+    result_hash: str | None = None
+    unknown_tool_name: str | None = None
+    seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the rolling detectors say about a call before it runs."""
+
+    level: Level
+    detector: str
+    count: int
+    message: str
+    warning_key: str
+    paired_tool: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GuardAbort:
+    """The post-compaction guard's decision to abort a run."""
+
+    detector: str
+    count: int
+    tool: str
+    message: str

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from detectors import (  # noqa: E402
+from detectors import (
     Outcome,
     RunState,
     Thresholds,
@@ -58,7 +58,12 @@ def make_call(r: int, i: int) -> tuple[str, object, object]:
             return "read", {"path": "/a.txt"}, _res(f"A {PAD}", {"ok": True})
         return "list", {"dir": "/w"}, _res(f"L {PAD}", {"ok": True})
     if r == 8:
-        details = {"status": "completed", "exitCode": 0, "durationMs": i, "aggregated": f"out {PAD}"}
+        details = {
+            "status": "completed",
+            "exitCode": 0,
+            "durationMs": i,
+            "aggregated": f"out {PAD}",
+        }
         return "exec", {"command": "ls -la"}, _res(f"out {PAD}", details)
     return "read", {"path": "/same.txt"}, _res(f"same {PAD}", {"ok": True})
 

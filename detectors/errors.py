@@ -1,8 +1,8 @@
 """The engine's exception tree: one root, raised only for invalid input.
 
-    DetectorError
-    ├── InvalidEvent      a wire event that cannot be decided on (bad shape or values)
-    └── InvalidState      a serialised RunState that cannot be restored
+DetectorError
+├── InvalidEvent      a wire event that cannot be decided on (bad shape or values)
+└── InvalidState      a serialised RunState that cannot be restored
 """
 
 from __future__ import annotations

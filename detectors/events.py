@@ -53,7 +53,9 @@ def _req_str(obj: Mapping[str, object], key: str, reason: str) -> str:
 def parse_event(obj: object) -> Event:
     """Validate one decoded wire event; raises InvalidEvent with a short reason code."""
     if not isinstance(obj, Mapping):
-        raise InvalidEvent("not_an_object", f"event must be a JSON object, got {type(obj).__name__}")
+        raise InvalidEvent(
+            "not_an_object", f"event must be a JSON object, got {type(obj).__name__}"
+        )
     etype = obj.get("type")
     if etype not in EVENT_TYPES:
         raise InvalidEvent(

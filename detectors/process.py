@@ -233,4 +233,7 @@ def _abort(state: RunState, ev: Event, a: GuardAbort) -> list[Decision]:
         "tool": a.tool,
         "reason": a.message,
     }
-    return [Decision("loop_event", lid, ev.run_id, event), Decision("command", cid, ev.run_id, command)]
+    return [
+        Decision("loop_event", lid, ev.run_id, event),
+        Decision("command", cid, ev.run_id, command),
+    ]

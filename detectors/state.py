@@ -91,8 +91,11 @@ class RunState:
         """Restore a state written by `to_json`; raises InvalidState on anything else."""
         try:
             doc = orjson.loads(raw)
-            if doc.get("v") != FORMAT_VERSION:
-                raise InvalidState(f"unknown RunState format {doc.get('v')!r}")
+        except orjson.JSONDecodeError as e:
+            raise InvalidState(f"corrupt RunState: {e}") from e
+        if not isinstance(doc, dict) or doc.get("v") != FORMAT_VERSION:
+            raise InvalidState("not a RunState of format 1")
+        try:
             table = [_unpack(s) for s in doc.get("t", [])]
             history = []
             for row in doc.get("h", []):
@@ -116,9 +119,7 @@ class RunState:
                 ended_seq=ended_seq,
                 stamp_ms=stamp,
             )
-        except InvalidState:
-            raise
-        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError, IndexError) as e:
+        except (AttributeError, TypeError, ValueError, IndexError) as e:
             raise InvalidState(f"corrupt RunState: {e}") from e
 
 

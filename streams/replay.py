@@ -86,9 +86,7 @@ class Replayer:
         return Rejected(line, reason, detail)
 
 
-def replay_lines(
-    replayer: Replayer, lines: Iterable[bytes | str]
-) -> Iterator[Decision | Rejected]:
+def replay_lines(replayer: Replayer, lines: Iterable[bytes | str]) -> Iterator[Decision | Rejected]:
     """Decisions for each JSONL line in order, and a `Rejected` for each malformed line."""
     for n, line in enumerate(lines, 1):
         if not line.strip():

@@ -14,10 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 class _Event(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
-    event_id: Annotated[str, Field(min_length=1, description="unique per run; makes delivery idempotent")]
-    run_id: Annotated[str, Field(min_length=1, description="the Kafka key; all loop state is per run")]
+    event_id: Annotated[
+        str, Field(min_length=1, description="unique per run; makes delivery idempotent")
+    ]
+    run_id: Annotated[
+        str, Field(min_length=1, description="the Kafka key; all loop state is per run")
+    ]
     seq: Annotated[int, Field(description="the emitter's per-run order across all event types")]
-    agent_id: str | None = Field(None, description="fixes the run's policy overlay (first one wins)")
+    agent_id: str | None = Field(
+        None, description="fixes the run's policy overlay (first one wins)"
+    )
     session_key: str | None = None
     ts: str | int | float | None = Field(None, description="informational; no decision uses it")
 
@@ -42,7 +48,9 @@ class ToolResultEvent(_ToolEvent):
 
     type: Literal["tool_result"]
     result: JsonValue = None
-    error: JsonValue = Field(None, description="a string is the error text; any other value is canonicalised")
+    error: JsonValue = Field(
+        None, description="a string is the error text; any other value is canonicalised"
+    )
     result_hash: str | None = Field(None, description="privacy mode: the outcome hash")
     unknown_tool_name: str | None = Field(None, description="privacy mode")
 

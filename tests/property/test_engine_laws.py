@@ -25,8 +25,13 @@ OUTCOMES: list[dict[str, Any]] = [
 ]
 
 step = st.one_of(
-    st.tuples(st.just("call"), st.sampled_from(TOOLS), st.integers(0, len(ARGS) - 1),
-              st.integers(0, len(OUTCOMES) - 1), st.booleans()),
+    st.tuples(
+        st.just("call"),
+        st.sampled_from(TOOLS),
+        st.integers(0, len(ARGS) - 1),
+        st.integers(0, len(OUTCOMES) - 1),
+        st.booleans(),
+    ),
     st.tuples(st.just("compaction")),
 )
 
@@ -109,8 +114,11 @@ def test_other_runs_events_never_change_a_runs_decisions(
             merged.append(b[ib])
             ib += 1
     states: dict[str, RunState] = {}
-    out = [d.to_wire() for ev in merged
-           for d in process_event(states.setdefault(ev["run_id"], RunState()), ev, th)]
+    out = [
+        d.to_wire()
+        for ev in merged
+        for d in process_event(states.setdefault(ev["run_id"], RunState()), ev, th)
+    ]
     assert [d for d in out if d["run_id"] == "a"] == run(a, th)
 
 
@@ -149,7 +157,10 @@ def test_raising_a_threshold_never_adds_a_verdict(
     events = script([s for s in steps if s[0] == "call"])
 
     def flagged(t: Thresholds) -> set[str]:
-        return {d["trigger_event_id"] for d in run(events, t)
-                if d["type"] == "loop_event" and d["action"] != "abort"}
+        return {
+            d["trigger_event_id"]
+            for d in run(events, t)
+            if d["type"] == "loop_event" and d["action"] != "abort"
+        }
 
     assert flagged(higher) <= flagged(th)

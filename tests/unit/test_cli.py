@@ -10,7 +10,7 @@ import pytest
 from streams.cli import main
 from tests.wire import RunScript
 
-ON = '{tools: {loopDetection: {enabled: true}}}'
+ON = "{tools: {loopDetection: {enabled: true}}}"
 
 
 @pytest.fixture
@@ -52,8 +52,17 @@ def test_replay_twice_is_byte_identical(looping_file, policy_file, tmp_path) -> 
     outs = []
     for i in range(2):
         target = tmp_path / f"out{i}.jsonl"
-        main(["replay", str(looping_file), "--policy", str(policy_file), "--output", str(target),
-              "--quiet"])
+        main(
+            [
+                "replay",
+                str(looping_file),
+                "--policy",
+                str(policy_file),
+                "--output",
+                str(target),
+                "--quiet",
+            ]
+        )
         outs.append(target.read_bytes())
     assert outs[0] == outs[1] and outs[0].count(b"\n") == 12
 
@@ -62,31 +71,49 @@ def test_replay_table_format_is_one_line_per_decision(looping_file, policy_file,
     main(["replay", str(looping_file), "--policy", str(policy_file), "--format", "table"])
     rows = capsys.readouterr().out.splitlines()
     assert len(rows) == 12
-    assert "block" in rows[-2] and "generic_repeat" in rows[-2] and rows[-1].endswith("(generic_repeat)")
+    assert (
+        "block" in rows[-2]
+        and "generic_repeat" in rows[-2]
+        and rows[-1].endswith("(generic_repeat)")
+    )
 
 
 def test_policy_check_prints_the_effective_block(tmp_path, capsys) -> None:
     path = tmp_path / "p.json5"
-    path.write_text("{tools: {loopDetection: {warningThreshold: 30}}, "
-                    "agents: {list: [{id: 'a', tools: {loopDetection: {enabled: true}}}]}}")
+    path.write_text(
+        "{tools: {loopDetection: {warningThreshold: 30}}, "
+        "agents: {list: [{id: 'a', tools: {loopDetection: {enabled: true}}}]}}"
+    )
     assert main(["policy", "check", str(path), "--agent", "a"]) == 0
     eff = json.loads(capsys.readouterr().out)
-    assert (eff["enabled"], eff["warningThreshold"], eff["criticalThreshold"],
-            eff["globalCircuitBreakerThreshold"]) == (True, 30, 31, 32)
+    assert (
+        eff["enabled"],
+        eff["warningThreshold"],
+        eff["criticalThreshold"],
+        eff["globalCircuitBreakerThreshold"],
+    ) == (True, 30, 31, 32)
 
 
 def test_policy_check_lists_every_error_with_its_path(tmp_path, capsys) -> None:
     path = tmp_path / "bad.json5"
-    path.write_text("{tools: {loopDetection: {warningThreshold: 20, criticalThreshold: 10, "
-                    "historySize: true}}}")
+    path.write_text(
+        "{tools: {loopDetection: {warningThreshold: 20, criticalThreshold: 10, historySize: true}}}"
+    )
     assert main(["policy", "check", str(path)]) == 1
     err = capsys.readouterr().err
-    assert ("tools.loopDetection.criticalThreshold: tools.loopDetection.warningThreshold must be "
-            "lower than criticalThreshold.") in err
+    assert (
+        "tools.loopDetection.criticalThreshold: tools.loopDetection.warningThreshold must be "
+        "lower than criticalThreshold."
+    ) in err
     assert "tools.loopDetection.historySize:" in err
 
 
 def test_schema_prints_a_union_of_the_four_event_types(capsys) -> None:
     assert main(["schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
-    assert set(schema["discriminator"]["mapping"]) == {"tool_call", "tool_result", "compaction", "run_end"}
+    assert set(schema["discriminator"]["mapping"]) == {
+        "tool_call",
+        "tool_result",
+        "compaction",
+        "run_end",
+    }

@@ -74,7 +74,9 @@ def test_blocked_retries_stay_blocked_and_each_is_published() -> None:
 def test_poll_with_unchanged_output_warns_at_11_and_blocks_at_21() -> None:
     details = {"status": "running", "aggregated": "steady"}
     events = repeat(
-        21, "process", {"action": "poll", "sessionId": "s1"},
+        21,
+        "process",
+        {"action": "poll", "sessionId": "s1"},
         result=text_result("(no new output)", **details),
     )
     _, verdicts, _ = feed(events)
@@ -91,8 +93,11 @@ def test_poll_whose_output_changes_every_time_yields_nothing() -> None:
     run = RunScript()
     events = []
     for i in range(30):
-        events += run.both("process", {"action": "poll", "sessionId": "s1"},
-                           result=text_result(f"line {i}", status="running", aggregated=f"{i}"))
+        events += run.both(
+            "process",
+            {"action": "poll", "sessionId": "s1"},
+            result=text_result(f"line {i}", status="running", aggregated=f"{i}"),
+        )
     _, verdicts, _ = feed(events)
     assert verdicts == {}
 
@@ -114,7 +119,11 @@ def test_ping_pong_warns_at_call_10_and_blocks_at_call_20() -> None:
     assert sorted(verdicts) == list(range(10, 21))
     v10 = verdicts[10]
     assert (v10["detector"], v10["level"], v10["count"], v10["tool"], v10["paired_tool"]) == (
-        "ping_pong", "warning", 10, "list", "read",
+        "ping_pong",
+        "warning",
+        10,
+        "list",
+        "read",
     )
     assert brief(verdicts[20]) == ("ping_pong", "critical", 20, True)
     assert commands[0]["tool"] == "list"
@@ -217,7 +226,7 @@ def test_bucket_map_keeps_256_keys_dropping_the_earliest() -> None:
         assert publish_warning(state, f"k{i}", 10)
     assert len(state.buckets) == 256
     assert bucket_key("k0") not in state.buckets
-    assert list(state.buckets)[0] == bucket_key("k1")
+    assert next(iter(state.buckets)) == bucket_key("k1")
     assert publish_warning(state, "k0", 10)  # forgotten, so published again
     assert not publish_warning(state, "k5", 15)
 

@@ -21,16 +21,27 @@ BASE = {"event_id": "e1", "run_id": "r1", "seq": 1}
     [
         pytest.param([1, 2], "not_an_object", id="array"),
         pytest.param({**BASE, "type": "nope"}, "unknown_type", id="unknown-type"),
-        pytest.param({**BASE, "type": "compaction", "run_id": ""}, "missing_run_id", id="empty-run"),
-        pytest.param({"type": "compaction", "event_id": "e", "seq": 1}, "missing_run_id", id="no-run"),
-        pytest.param({**BASE, "type": "compaction", "event_id": 5}, "missing_event_id", id="int-id"),
+        pytest.param(
+            {**BASE, "type": "compaction", "run_id": ""}, "missing_run_id", id="empty-run"
+        ),
+        pytest.param(
+            {"type": "compaction", "event_id": "e", "seq": 1}, "missing_run_id", id="no-run"
+        ),
+        pytest.param(
+            {**BASE, "type": "compaction", "event_id": 5}, "missing_event_id", id="int-id"
+        ),
         pytest.param({**BASE, "type": "compaction", "seq": "1"}, "invalid_seq", id="str-seq"),
         pytest.param({**BASE, "type": "compaction", "seq": True}, "invalid_seq", id="bool-seq"),
         pytest.param({**BASE, "type": "compaction", "seq": 1.5}, "invalid_seq", id="float-seq"),
-        pytest.param({**BASE, "type": "tool_call", "tool": 3, "args": {}}, "invalid_tool", id="tool-int"),
+        pytest.param(
+            {**BASE, "type": "tool_call", "tool": 3, "args": {}}, "invalid_tool", id="tool-int"
+        ),
         pytest.param({**BASE, "type": "tool_call", "tool": "read"}, "missing_args", id="no-args"),
-        pytest.param({**BASE, "type": "tool_call", "tool": "r", "args": {}, "want_verdict": 1},
-                     "invalid_field", id="want-int"),
+        pytest.param(
+            {**BASE, "type": "tool_call", "tool": "r", "args": {}, "want_verdict": 1},
+            "invalid_field",
+            id="want-int",
+        ),
         pytest.param({**BASE, "type": "run_end", "agent_id": 7}, "invalid_field", id="agent-int"),
         pytest.param({**BASE, "type": "run_end", "ts": [1]}, "invalid_field", id="ts-list"),
     ],
@@ -42,16 +53,33 @@ def test_malformed_events_are_rejected_with_a_reason(event: Any, reason: str) ->
 
 
 def test_a_tool_result_carries_the_normalised_call_and_its_outcome() -> None:
-    ev = parse_event({**BASE, "type": "tool_result", "tool": "Bash", "args": {"command": "ls"},
-                      "tool_call_id": "c1", "error": "boom"})
+    ev = parse_event(
+        {
+            **BASE,
+            "type": "tool_result",
+            "tool": "Bash",
+            "args": {"command": "ls"},
+            "tool_call_id": "c1",
+            "error": "boom",
+        }
+    )
     assert ev.call is not None and ev.call.tool == "exec"
     assert ev.call.args_hash == args_hash("exec", {"command": "ls"})
     assert ev.outcome == Outcome.error("boom")
 
 
 def test_privacy_mode_events_carry_only_hashes() -> None:
-    ev = parse_event({**BASE, "type": "tool_result", "tool": "process", "args_hash": "process:ab",
-                      "poll_action": "poll", "result_hash": "cd", "unknown_tool_name": None})
+    ev = parse_event(
+        {
+            **BASE,
+            "type": "tool_result",
+            "tool": "process",
+            "args_hash": "process:ab",
+            "poll_action": "poll",
+            "result_hash": "cd",
+            "unknown_tool_name": None,
+        }
+    )
     assert ev.call is not None and (ev.call.args_hash, ev.call.action) == ("process:ab", "poll")
     assert ev.outcome == Outcome.hashed("cd", None)
 
@@ -63,7 +91,9 @@ def test_a_result_without_result_or_error_is_pending() -> None:
 
 json_value = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=3),
-    lambda kids: st.lists(kids, max_size=2) | st.dictionaries(st.text(max_size=2), kids, max_size=2),
+    lambda kids: (
+        st.lists(kids, max_size=2) | st.dictionaries(st.text(max_size=2), kids, max_size=2)
+    ),
     max_leaves=4,
 )
 fields = st.fixed_dictionaries(

@@ -21,7 +21,9 @@ def run_all(events: list[dict[str, Any]], th: Thresholds = OFF, state: RunState 
 
 
 def aborts(out: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    return [(d["trigger_event_id"], d["count"], d["tool"]) for d in out if d.get("action") == "abort"]
+    return [
+        (d["trigger_event_id"], d["count"], d["tool"]) for d in out if d.get("action") == "abort"
+    ]
 
 
 def test_same_failing_call_three_times_after_compaction_aborts_on_the_third() -> None:

@@ -1,4 +1,4 @@
-"""The public surface: exactly the documented names, and imports flow streams → config → detectors."""
+"""The public surface: the documented names exactly; imports flow streams → config → detectors."""
 
 from __future__ import annotations
 
@@ -10,9 +10,23 @@ import detectors
 
 ROOT = Path(__file__).parents[2]
 DOCUMENTED = {
-    "Thresholds", "RunState", "ToolCall", "Outcome", "Verdict", "GuardAbort", "Record",
-    "Decision", "canonical_json", "args_hash", "result_hash", "detect", "record_call",
-    "record_outcome", "arm_guard", "observe_guard", "process_event",
+    "Thresholds",
+    "RunState",
+    "ToolCall",
+    "Outcome",
+    "Verdict",
+    "GuardAbort",
+    "Record",
+    "Decision",
+    "canonical_json",
+    "args_hash",
+    "result_hash",
+    "detect",
+    "record_call",
+    "record_outcome",
+    "arm_guard",
+    "observe_guard",
+    "process_event",
 }
 
 
@@ -44,6 +58,14 @@ def _imports(package: str) -> set[str]:
 
 
 def test_imports_flow_streams_to_config_to_detectors_never_back() -> None:
-    assert not _imports("detectors") & {"config", "streams", "faust", "aiokafka",
-                                        "pydantic_settings", "logging", "time", "datetime"}
+    assert not _imports("detectors") & {
+        "config",
+        "streams",
+        "faust",
+        "aiokafka",
+        "pydantic_settings",
+        "logging",
+        "time",
+        "datetime",
+    }
     assert not _imports("config") & {"streams", "faust", "aiokafka"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from detectors.history import no_progress
+from detectors.history import repeat_counts
 from detectors.rules import circuit_breaker, generic_repeat, known_poll, ping_pong, unknown_tool
 from detectors.state import RunState
 from detectors.values import Thresholds, ToolCall, Verdict
@@ -21,7 +21,7 @@ def detect(state: RunState, call: ToolCall, th: Thresholds) -> Verdict | None:
     verdict = unknown_tool.check(history, call, th)
     if verdict is not None:
         return verdict
-    streak, latest = no_progress(history, call.tool, call.args_hash)
+    streak, latest, recent = repeat_counts(history, call.tool, call.args_hash)
     verdict = circuit_breaker.check(call, streak, latest, th)
     if verdict is not None:
         return verdict
@@ -33,7 +33,7 @@ def detect(state: RunState, call: ToolCall, th: Thresholds) -> Verdict | None:
     verdict = ping_pong.check(history, call, th)
     if verdict is not None or is_poll:
         return verdict
-    return generic_repeat.check(history, call, streak, latest, th)
+    return generic_repeat.check(call, streak, latest, recent, th)
 
 
 def bucket_key(warning_key: str) -> str:

@@ -48,31 +48,29 @@ def record_outcome(
     return done
 
 
-def no_progress(history: list[Record], tool: str, args_hash: str) -> tuple[int, str | None]:
-    """Streak of identical newest outcomes for this exact call, and that outcome's hash."""
+def repeat_counts(history: list[Record], tool: str, args_hash: str) -> tuple[int, str | None, int]:
+    """(no_progress streak, its outcome hash, recent_count) for one call, in one pass.
+
+    no_progress: skip other calls and pending records; the newest outcome is `latest`; count
+    consecutive records with that outcome. recent_count: records of this call, pending included.
+    """
     streak = 0
     latest: str | None = None
+    recent = 0
+    counting = True
     for i in range(len(history) - 1, -1, -1):
         rec = history[i]
         if rec.args_hash != args_hash or rec.tool != tool:
             continue
+        recent += 1
         rhash = rec.result_hash
-        if not rhash:
+        if not counting or not rhash:
             continue
         if latest is None:
             latest = rhash
             streak = 1
         elif rhash != latest:
-            break
+            counting = False
         else:
             streak += 1
-    return streak, latest
-
-
-def recent_count(history: list[Record], tool: str, args_hash: str) -> int:
-    """How many records (pending included) share this tool and args hash."""
-    n = 0
-    for rec in history:
-        if rec.args_hash == args_hash and rec.tool == tool:
-            n += 1
-    return n
+    return streak, latest, recent

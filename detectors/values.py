@@ -62,13 +62,13 @@ class ToolCall:
     @classmethod
     def of(cls, tool: str, args: JSON, tool_call_id: str | None = None) -> ToolCall:
         """Build a call from a raw tool name and raw arguments."""
-        from detectors.hashing import args_hash, normalize_tool
+        from detectors.hashing import digest, normalize_tool
 
         name = normalize_tool(tool)
         action = args.get("action") if isinstance(args, dict) else None
         return cls(
             tool=name,
-            args_hash=args_hash(name, args),
+            args_hash=f"{name}:{digest(args)}",
             tool_call_id=tool_call_id or None,
             action=action if isinstance(action, str) else None,
             args=args,

@@ -9,14 +9,13 @@ warning. Known polls are left to known_poll_no_progress.
 
 from __future__ import annotations
 
-from detectors.history import recent_count
-from detectors.values import Record, Thresholds, ToolCall, Verdict
+from detectors.values import Thresholds, ToolCall, Verdict
 
 DETECTOR = "generic_repeat"
 
 
 def check(
-    history: list[Record], call: ToolCall, streak: int, latest: str | None, th: Thresholds
+    call: ToolCall, streak: int, latest: str | None, recent: int, th: Thresholds
 ) -> Verdict | None:
     """Critical on a long no-progress streak, warning on many identical calls."""
     if not th.generic_repeat:
@@ -31,9 +30,7 @@ def check(
             "times. Session execution blocked to prevent runaway loops.",
             f"generic:{tool}:{call.args_hash}:{latest or 'none'}",
         )
-    if len(history) < th.warning:
-        return None
-    count = recent_count(history, tool, call.args_hash)
+    count = recent
     if count < th.warning:
         return None
     return Verdict(

@@ -1,0 +1,14 @@
+"""Configuration: the loop-detection policy (OpenClaw JSON5 shape) and the service settings."""
+
+from config.policy import Policy, PolicyError, PolicyIssue, load_policy
+
+# ---- service settings (config/settings.py): import its public names here --------------------
+
+__all__ = [
+    # policy (config/policy.py)
+    "Policy",
+    "PolicyError",
+    "PolicyIssue",
+    "load_policy",
+    # service settings (config/settings.py): add its names here
+]

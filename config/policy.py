@@ -1,0 +1,259 @@
+"""The loop-detection policy (SPEC §2): load an openclaw.json, overlay per agent, resolve.
+
+Choices where SPEC §2 is silent:
+- Only the path to each block is checked: `tools`, `agents` and each `agents.list` entry (and
+  its `tools`) must be objects and `agents.list` an array when present, else an error at their
+  path. Every other key of the file is ignored, whatever it holds.
+- An `agents.list` entry without `tools.loopDetection` has no agent block and is otherwise
+  ignored (its `id` is not checked). An entry with a block needs a non-empty string `id`, and
+  no two entries may share an id if either has a block (the second would silently never
+  apply); both are errors at `agents.list[i].id`. Ids are matched exactly as written.
+- `postCompactionGuard` is strict like the rest and takes only `windowSize` (OpenClaw's type
+  has only that key); the guard is switched by the block's `enabled`. `effective()` prints a
+  derived `postCompactionGuard.enabled`, which is output only, not an input key.
+- `null` is never "unset": a key present with null is an error like any other wrong type.
+- A file is read as UTF-8 JSON5; a repeated key keeps its last value, as JSON5.parse does.
+- Resolved thresholds are computed once per agent at load, so `for_agent` is a dict lookup;
+  ids without a block (and None) get the global result.
+- Channel tools (SPEC §3 rule 7) are service settings, not policy: `with_channel_tools`
+  bakes them into every resolved `Thresholds`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TypeVar
+
+import json5
+
+from config.policy_schema import (
+    LoopDetectionBlock,
+    PolicyError,
+    PolicyIssue,
+    join,
+    show,
+    validate_block,
+)
+from detectors.values import Thresholds
+
+__all__ = ["Policy", "PolicyError", "PolicyIssue", "load_policy"]
+
+_DEFAULTS = Thresholds()
+_T = TypeVar("_T")
+_L = TypeVar("_L")
+
+
+def _pick(layers: Iterable[_L], get: Callable[[_L], _T | None], default: _T) -> _T:
+    """The first value set in the layers (most specific first), else the default."""
+    for layer in layers:
+        value = get(layer)
+        if value is not None:
+            return value
+    return default
+
+
+def _resolve(
+    agent: LoopDetectionBlock | None,
+    global_block: LoopDetectionBlock | None,
+    channel_tools: frozenset[str],
+) -> Thresholds:
+    """Overlay the agent block on the global one (one level deep), default, then clamp."""
+    layers = [block for block in (agent, global_block) if block is not None]
+    detectors = [b.detectors for b in layers if b.detectors is not None]
+    guards = [b.post_compaction_guard for b in layers if b.post_compaction_guard is not None]
+    enabled = _pick(layers, lambda b: b.enabled, None)
+    warning = _pick(layers, lambda b: b.warning_threshold, _DEFAULTS.warning)
+    critical = _pick(layers, lambda b: b.critical_threshold, _DEFAULTS.critical)
+    breaker = _pick(layers, lambda b: b.global_circuit_breaker_threshold, _DEFAULTS.global_breaker)
+    if critical <= warning:
+        critical = warning + 1
+    if breaker <= critical:
+        breaker = critical + 1
+    return Thresholds(
+        enabled=enabled is True,
+        history_size=_pick(layers, lambda b: b.history_size, _DEFAULTS.history_size),
+        warning=warning,
+        critical=critical,
+        unknown_tool=_pick(layers, lambda b: b.unknown_tool_threshold, _DEFAULTS.unknown_tool),
+        global_breaker=breaker,
+        generic_repeat=_pick(detectors, lambda d: d.generic_repeat, _DEFAULTS.generic_repeat),
+        known_poll_no_progress=_pick(
+            detectors, lambda d: d.known_poll_no_progress, _DEFAULTS.known_poll_no_progress
+        ),
+        ping_pong=_pick(detectors, lambda d: d.ping_pong, _DEFAULTS.ping_pong),
+        # SPEC §2: the guard is on unless `enabled` is exactly false; unset leaves it on even
+        # though the rolling detectors stay off.
+        guard_enabled=enabled is not False,
+        guard_window=_pick(guards, lambda g: g.window_size, _DEFAULTS.guard_window),
+        channel_tools=channel_tools,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A validated policy: the global block and each agent's block, resolved once at load."""
+
+    global_block: LoopDetectionBlock | None = None
+    agent_blocks: tuple[tuple[str, LoopDetectionBlock], ...] = ()
+    channel_tools: frozenset[str] = _DEFAULTS.channel_tools
+    _global: Thresholds = field(init=False, repr=False, compare=False)
+    _agents: Mapping[str, Thresholds] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        resolved = {
+            agent_id: _resolve(block, self.global_block, self.channel_tools)
+            for agent_id, block in self.agent_blocks
+        }
+        object.__setattr__(self, "_global", _resolve(None, self.global_block, self.channel_tools))
+        object.__setattr__(self, "_agents", resolved)
+
+    @classmethod
+    def default(cls) -> Policy:
+        """The policy without a file: every value default, rolling detectors off."""
+        return cls()
+
+    def for_agent(self, agent_id: str | None) -> Thresholds:
+        """Resolved thresholds for a run's agent; None or an id without a block → global."""
+        if agent_id is None:
+            return self._global
+        return self._agents.get(agent_id, self._global)
+
+    def agent_ids(self) -> tuple[str, ...]:
+        """Ids of the agents that have their own block, in file order."""
+        return tuple(agent_id for agent_id, _ in self.agent_blocks)
+
+    def effective(self, agent_id: str | None) -> dict[str, object]:
+        """The resolved block for an agent in OpenClaw's key names (for `policy check`)."""
+        th = self.for_agent(agent_id)
+        return {
+            "enabled": th.enabled,
+            "historySize": th.history_size,
+            "warningThreshold": th.warning,
+            "criticalThreshold": th.critical,
+            "unknownToolThreshold": th.unknown_tool,
+            "globalCircuitBreakerThreshold": th.global_breaker,
+            "detectors": {
+                "genericRepeat": th.generic_repeat,
+                "knownPollNoProgress": th.known_poll_no_progress,
+                "pingPong": th.ping_pong,
+            },
+            "postCompactionGuard": {"enabled": th.guard_enabled, "windowSize": th.guard_window},
+        }
+
+    def with_channel_tools(self, tools: Iterable[str]) -> Policy:
+        """The same policy whose resolved thresholds carry these provider channel tools."""
+        return replace(self, channel_tools=frozenset(tools))
+
+
+def load_policy(source: str | os.PathLike[str] | Mapping[str, object]) -> Policy:
+    """Load and validate a policy from an openclaw.json path or its parsed document."""
+    document: object = source if isinstance(source, Mapping) else _read(source)
+    issues: list[PolicyIssue] = []
+    if not isinstance(document, Mapping):
+        message = f"must be an object (openclaw.json's root), got {show(document)}"
+        raise PolicyError([PolicyIssue("", message)])
+    global_block = _block(_child(document, "", ["tools"], issues), "tools", issues)
+    agent_blocks = _agent_blocks(document, issues)
+    if issues:
+        raise PolicyError(issues)
+    return Policy(global_block, agent_blocks)
+
+
+def _read(path: str | os.PathLike[str]) -> object:
+    name = os.fspath(path)
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise PolicyError(
+            [PolicyIssue(name, f"not UTF-8 text: {exc.reason} at byte {exc.start}")]
+        ) from exc
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise PolicyError([PolicyIssue(name, f"cannot read the policy file: {reason}")]) from exc
+    try:
+        return json5.loads(text)
+    except (ValueError, RecursionError) as exc:
+        detail = re.sub(r"^<string>:(\d+) ", r"line \1: ", str(exc))
+        raise PolicyError([PolicyIssue(name, f"not valid JSON5: {detail}")]) from exc
+
+
+_ABSENT = object()
+
+
+def _child(
+    parent: Mapping[str, object] | None, path: str, keys: list[str], issues: list[PolicyIssue]
+) -> Mapping[str, object] | None:
+    """Follow object keys from `parent`; None when one is absent; an error when not an object."""
+    for key in keys:
+        if parent is None:
+            return None
+        value = parent.get(key, _ABSENT)
+        path = join(path, key)
+        if value is _ABSENT:
+            return None
+        if not isinstance(value, Mapping):
+            issues.append(PolicyIssue(path, f"must be an object, got {show(value)}"))
+            return None
+        parent = value
+    return parent
+
+
+def _block(
+    tools: Mapping[str, object] | None, tools_path: str, issues: list[PolicyIssue]
+) -> LoopDetectionBlock | None:
+    """Validate `<tools>.loopDetection` when present."""
+    if tools is None or "loopDetection" not in tools:
+        return None
+    block, found = validate_block(tools["loopDetection"], join(tools_path, "loopDetection"))
+    issues.extend(found)
+    return block
+
+
+def _has_block(entry: Mapping[str, object]) -> bool:
+    tools = entry.get("tools")
+    return isinstance(tools, Mapping) and "loopDetection" in tools
+
+
+def _agent_blocks(
+    document: Mapping[str, object], issues: list[PolicyIssue]
+) -> tuple[tuple[str, LoopDetectionBlock], ...]:
+    agents = _child(document, "", ["agents"], issues)
+    entries = agents.get("list", _ABSENT) if agents is not None else _ABSENT
+    if entries is _ABSENT:
+        return ()
+    if not isinstance(entries, Sequence) or isinstance(entries, str | bytes):
+        issues.append(PolicyIssue("agents.list", f"must be an array, got {show(entries)}"))
+        return ()
+    first_at: dict[str, int] = {}
+    with_block: set[str] = set()
+    for index, entry in enumerate(entries):
+        if isinstance(entry, Mapping) and isinstance(agent_id := entry.get("id"), str):
+            first_at.setdefault(agent_id, index)
+            if _has_block(entry):
+                with_block.add(agent_id)
+    blocks: list[tuple[str, LoopDetectionBlock]] = []
+    for index, entry in enumerate(entries):
+        path = join("agents.list", index)
+        if not isinstance(entry, Mapping):
+            message = f"must be an object (an agent entry), got {show(entry)}"
+            issues.append(PolicyIssue(path, message))
+            continue
+        agent_id = entry.get("id")
+        if _has_block(entry) and (not isinstance(agent_id, str) or not agent_id):
+            message = f"must be a non-empty string naming the agent, got {show(agent_id)}"
+            issues.append(PolicyIssue(join(path, "id"), message))
+        elif isinstance(agent_id, str) and agent_id in with_block and first_at[agent_id] != index:
+            message = (
+                f"duplicate agent id {agent_id!r} (first at agents.list[{first_at[agent_id]}]);"
+                " ids must be unique when an entry has a loopDetection block"
+            )
+            issues.append(PolicyIssue(join(path, "id"), message))
+        tools = _child(entry, path, ["tools"], issues)
+        block = _block(tools, join(path, "tools"), issues)
+        if block is not None and isinstance(agent_id, str) and first_at.get(agent_id) == index:
+            blocks.append((agent_id, block))
+    return tuple(blocks)

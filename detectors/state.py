@@ -54,15 +54,18 @@ class RunState:
             return i
 
         rows: list[list[Any]] = []
+        prev_seq = 0
         for r in self.history:
             row: list[Any] = [
                 ref(r.tool),
                 ref(r.args_hash),
                 -1 if r.result_hash is None else ref(r.result_hash),
-                r.seq,
+                r.seq - prev_seq,  # delta-coded: seqs grow without bound, gaps stay small
             ]
-            if r.tool_call_id is not None or r.unknown_tool_name is not None:
-                row.append(r.tool_call_id)
+            prev_seq = r.seq
+            tcid = r.tool_call_id if r.result_hash is None else None
+            if tcid is not None or r.unknown_tool_name is not None:
+                row.append(tcid)
             if r.unknown_tool_name is not None:
                 row.append(r.unknown_tool_name)
             rows.append(row)
@@ -98,8 +101,10 @@ class RunState:
         try:
             table = [_unpack(s) for s in doc.get("t", [])]
             history = []
+            seq = 0
             for row in doc.get("h", []):
-                t, a, r, seq = row[:4]
+                t, a, r, delta = row[:4]
+                seq += delta
                 tcid = row[4] if len(row) > 4 else None
                 unk = row[5] if len(row) > 5 else None
                 history.append(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal, TypeAlias
 
 JSON: TypeAlias = bool | int | float | str | list["JSON"] | dict[str, "JSON"] | None
@@ -111,11 +111,15 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One history entry (SPEC §1)."""
+    """One history entry (SPEC §1).
+
+    `tool_call_id` only matters while the record is pending (it pairs the outcome with its
+    call), so it takes no part in equality and is not persisted once the outcome is in.
+    """
 
     tool: str
     args_hash: str
-    tool_call_id: str | None = None
+    tool_call_id: str | None = field(default=None, compare=False)
     result_hash: str | None = None
     unknown_tool_name: str | None = None
     seq: int = 0

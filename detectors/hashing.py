@@ -1,0 +1,261 @@
+"""Tool-name normalisation, args_hash, result_hash and unknown-tool extraction (SPEC §1, §3).
+
+Every function is pure and matches OpenClaw byte for byte, so hashes interoperate.
+"""
+
+from __future__ import annotations
+
+import re
+from hashlib import sha256
+from typing import Final
+
+from detectors.canonical import JSONLike, canonical_json, js_number_text
+from detectors.values import JSON, UNDEFINED, Outcome, _Undefined
+
+__all__ = [
+    "DEFAULT_CHANNEL_TOOLS",
+    "args_hash",
+    "canonical_json",
+    "digest",
+    "error_text",
+    "js_trim",
+    "normalize_tool",
+    "outcome_text",
+    "outcome_unknown_tool_name",
+    "result_hash",
+    "unknown_tool_name",
+]
+
+# String.prototype.trim's set; str.strip() would also take U+001C-U+001F and U+0085, not U+FEFF.
+_JS_WHITESPACE: Final = (
+    "\t\n\x0b\x0c\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+_TOOL_ALIASES: Final = {"bash": "exec", "apply-patch": "apply_patch"}
+
+DEFAULT_CHANNEL_TOOLS: Final = frozenset({"telegram"})
+_SEND_ACTIONS: Final = frozenset(
+    {"send", "broadcast", "reply", "thread-reply", "sendWithEffect", "sendAttachment"}
+    | {"upload-file", "sticker", "poll"}
+)
+_VOLATILE_SEND_KEYS: Final = frozenset(
+    {"messageId", "message_id", "messageIds", "platformMessageId", "platformMessageIds"}
+    | {"fileId", "file_id", "fileKey", "pollId", "poll_id", "receipt", "runId", "idempotencyKey"}
+    | {"ts", "timestamp", "sentAt", "deliveredAt", "createdAt"}
+)
+
+# JavaScript's \s and /i (without the u flag) are ASCII-only for letters: re.ASCII plus an
+# explicit whitespace class reproduce them (Python's \s and re.I alone would also match
+# U+001C-U+001F, U+0085, the Kelvin sign and long s).
+_S: Final = "[" + re.escape(_JS_WHITESPACE) + "]"
+_UNKNOWN_TOOL_PATTERNS: Final = (
+    re.compile(rf"unknown tool(?::|{_S})+[\"']?([a-z0-9_.-]+)", re.IGNORECASE | re.ASCII),
+    re.compile(
+        rf"tool{_S}+[\"']?([a-z0-9_.-]+)[\"']?{_S}+(?:not found|is not available)",
+        re.IGNORECASE | re.ASCII,
+    ),
+)
+
+
+def js_trim(s: str) -> str:
+    """Remove JavaScript's whitespace (String.prototype.trim's set) from both ends."""
+    return s.strip(_JS_WHITESPACE)
+
+
+def normalize_tool(name: str) -> str:
+    """Trim and lower-case a tool name; bash → exec, apply-patch → apply_patch, empty → tool."""
+    trimmed = name.strip(_JS_WHITESPACE).lower()
+    return _TOOL_ALIASES.get(trimmed, trimmed) or "tool"
+
+
+def digest(value: JSONLike) -> str:
+    """Lower-case hex SHA-256 of the value's canonical JSON as UTF-8."""
+    # Canonical JSON escapes lone surrogates, so the text always encodes.
+    return sha256(canonical_json(value).encode()).hexdigest()
+
+
+def args_hash(tool: str, args: JSON | _Undefined) -> str:
+    """The call signature `<normalised tool>:<digest(args)>`."""
+    return normalize_tool(tool) + ":" + sha256(canonical_json(args).encode()).hexdigest()
+
+
+def error_text(error: JSONLike) -> str:
+    """An error's text: a string as is, a number or boolean as JavaScript writes it, else JSON."""
+    if isinstance(error, str):
+        return error
+    if isinstance(error, bool):
+        return "true" if error else "false"
+    if isinstance(error, int | float):
+        return js_number_text(error)
+    # Objects are never unpacked, even with a `message` key.
+    return canonical_json(error)
+
+
+def outcome_text(result: JSON | _Undefined) -> str:
+    """The trimmed, newline-joined `text` of the typed text items of `result.content`."""
+    content = result.get("content") if isinstance(result, dict) else None
+    if not isinstance(content, list | tuple):
+        return ""
+    texts: list[str] = []
+    for item in content:
+        if isinstance(item, dict):
+            text = item.get("text")
+            if isinstance(text, str) and isinstance(item.get("type"), str):
+                texts.append(text)
+    return js_trim("\n".join(texts))
+
+
+def unknown_tool_name(error_text: str) -> str | None:
+    """The lower-cased missing tool named by an error text, or None (SPEC §3)."""
+    text = js_trim(error_text)
+    if not text:
+        return None
+    for pattern in _UNKNOWN_TOOL_PATTERNS:
+        match = pattern.search(text)
+        if match is not None:
+            return match.group(1).lower()
+    return None
+
+
+def outcome_unknown_tool_name(outcome: Outcome) -> str | None:
+    """The unknown tool an outcome reports: from an error's text, or as hashed at the edge."""
+    if outcome.kind == "error":
+        return unknown_tool_name(error_text(outcome.value))
+    if outcome.kind == "hashed":
+        return outcome.unknown_tool_name
+    return None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _str_or(value: object, default: str | None) -> str | None:
+    return value if isinstance(value, str) else default
+
+
+def _exec_outcome(status: str, details: dict[str, JSON], text: str) -> dict[str, JSON] | None:
+    """Rule 5: the fields of an exec result that show progress; None for other statuses."""
+    if status == "running":
+        return {"status": status, "tail": _str_or(details.get("tail"), "")}
+    if status in ("completed", "failed"):
+        aggregated = details.get("aggregated")
+        output = js_trim(aggregated) if isinstance(aggregated, str) else ""
+        exit_code = details.get("exitCode")
+        return {
+            "status": status,
+            "exitCode": exit_code if _is_number(exit_code) else None,
+            "timedOut": details.get("timedOut") is True,
+            "output": output or text,
+        }
+    if status in ("approval-pending", "approval-unavailable"):
+        return {
+            "status": status,
+            "reason": _str_or(details.get("reason"), None),
+            "host": _str_or(details.get("host"), None),
+            "command": _str_or(details.get("command"), ""),
+            "warningText": _str_or(details.get("warningText"), ""),
+        }
+    return None
+
+
+def _poll_outcome(action: str, details: dict[str, JSON], text: str) -> dict[str, JSON | _Undefined]:
+    """Rule 6: a process poll/log result; status copied as is, other fields value or null."""
+    fields: tuple[str, ...] = ("exitCode", "exitSignal", "aggregated")
+    if action == "log":
+        fields = ("totalLines", "totalChars", "truncated", "exitCode", "exitSignal")
+    outcome: dict[str, JSON | _Undefined] = {
+        "action": action,
+        "status": details.get("status", UNDEFINED),
+    }
+    for field in fields:
+        outcome[field] = details.get(field)
+    outcome["text"] = text
+    return outcome
+
+
+def _is_message_object(obj: dict[str, JSON]) -> bool:
+    """A delivered message: its own `id` is a fresh per-send id, unlike ids elsewhere."""
+    return (
+        isinstance(obj.get("id"), str)
+        and isinstance(obj.get("text"), str)
+        and (
+            isinstance(obj.get("direction"), str)
+            or isinstance(obj.get("senderId"), str)
+            or isinstance(obj.get("accountId"), str)
+            or isinstance(obj.get("conversation"), dict)
+        )
+    )
+
+
+def _strip_send_ids(value: JSON) -> JSON:
+    """Rule 7: a copy without volatile delivery ids, at any depth (iterative, cycle-preserving)."""
+    copies: dict[int, JSON] = {}  # id(original container) → its copy, so cycles stay cycles
+    pending: list[tuple[JSON, JSON]] = []
+
+    def copy_of(item: JSON) -> JSON:
+        if not isinstance(item, dict | list | tuple):
+            return item
+        copy = copies.get(id(item))
+        if copy is None:
+            copy = {} if isinstance(item, dict) else []
+            copies[id(item)] = copy
+            pending.append((item, copy))
+        return copy
+
+    root = copy_of(value)
+    while pending:
+        original, copy = pending.pop()
+        if isinstance(original, dict) and isinstance(copy, dict):
+            drop_id = _is_message_object(original)
+            for key, item in original.items():
+                if key not in _VOLATILE_SEND_KEYS and not (drop_id and key == "id"):
+                    copy[key] = copy_of(item)
+        elif isinstance(original, list | tuple) and isinstance(copy, list):
+            copy.extend([copy_of(item) for item in original])
+    return root
+
+
+def _is_send(tool: str, args: JSON | _Undefined, channel_tools: frozenset[str]) -> bool:
+    if tool == "sessions_send" or tool in channel_tools:
+        return True
+    action = args.get("action") if isinstance(args, dict) else None
+    return tool == "message" and isinstance(action, str) and action in _SEND_ACTIONS
+
+
+def result_hash(
+    tool: str,
+    args: JSON | _Undefined,
+    outcome: Outcome,
+    channel_tools: frozenset[str] = DEFAULT_CHANNEL_TOOLS,
+) -> str | None:
+    """SPEC §3 result_hash of an outcome of `tool` (normalised) called with `args`; None if none."""
+    kind = outcome.kind
+    if kind == "error":
+        return "error:" + digest(error_text(outcome.value))
+    if kind == "hashed":
+        return outcome.hash
+    result = outcome.value
+    if kind == "pending" or result is UNDEFINED:
+        return None
+    if not isinstance(result, dict):
+        return digest(result)
+    raw_details = result.get("details")
+    details: dict[str, JSON] = raw_details if isinstance(raw_details, dict) else {}
+    status = details.get("status")
+    if status == "blocked" and details.get("deniedReason") == "tool-loop":
+        return None  # LoopGuard's own block: not an outcome of the tool
+    text = outcome_text(result)
+    if tool == "exec" and isinstance(status, str):
+        exec_outcome = _exec_outcome(status, details, text)
+        if exec_outcome is not None:
+            return digest(exec_outcome)
+    if tool == "process" and isinstance(args, dict):
+        action = args.get("action")
+        if isinstance(action, str) and action in ("poll", "log"):
+            return digest(_poll_outcome(action, details, text))
+    if _is_send(tool, args, channel_tools):
+        return digest(_strip_send_ids(details))
+    # Rule 8 written out: the hottest path, and the keys are already in order.
+    body = '{"details":' + canonical_json(details) + ',"text":' + canonical_json(text) + "}"
+    return sha256(body.encode()).hexdigest()

@@ -1,0 +1,213 @@
+"""A seeded simulated fleet: mostly healthy runs, some stuck in each kind of loop.
+
+`fleet_events` is pure (same arguments → same events) and doubles as a workload generator;
+`simulate` publishes those events through the runtime client at a steady rate (`loopguard up
+--demo`). It only emits: it does not obey block_call or abort_run, as a real runtime would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from detectors.values import JSON
+from streams.client import RuntimeClient, TopicNames
+from streams.run_events import MISSING, Missing, RunEvents, WireEvent
+
+__all__ = ["HEALTHY", "LOOP_KINDS", "SimRun", "fleet_events", "fleet_plan", "simulate"]
+
+HEALTHY: Final = "healthy"
+#: Each stuck kind is named after the detector that should catch it.
+LOOP_KINDS: Final = (
+    "generic_repeat",
+    "known_poll_no_progress",
+    "ping_pong",
+    "unknown_tool_repeat",
+    "compaction_loop_persisted",
+)
+_AGENTS: Final = ("main", "research", "ops")
+
+
+@dataclass(frozen=True, slots=True)
+class SimRun:
+    """One simulated run: its id, agent, session and the loop it is stuck in (or healthy)."""
+
+    run_id: str
+    kind: str
+    agent_id: str
+    session_key: str
+
+
+def fleet_plan(runs: int = 50, seed: int = 0, *, prefix: str = "sim") -> list[SimRun]:
+    """Who is stuck in which loop: one compaction loop, ~4 % per rolling kind, rest healthy."""
+    if runs < 1:
+        raise ValueError(f"runs must be at least 1, got {runs}")
+    per_kind = max(1, runs // 25)
+    stuck = [k for k in LOOP_KINDS[:-1] for _ in range(per_kind)] + [LOOP_KINDS[-1]]
+    kinds = (stuck + [HEALTHY] * runs)[:runs]
+    random.Random(seed).shuffle(kinds)
+    plan = []
+    for i, kind in enumerate(kinds):
+        agent = _AGENTS[i % len(_AGENTS)]
+        plan.append(SimRun(f"{prefix}-{i:03d}", kind, agent, f"agent:{agent}:{prefix}-{i:03d}"))
+    return plan
+
+
+def _text(text: str, **details: JSON) -> JSON:
+    return {"content": [{"type": "text", "text": text}], "details": dict(details)}
+
+
+class _Script:
+    """Appends call/result pairs for one run."""
+
+    def __init__(self, run: SimRun, privacy: bool) -> None:
+        self.ev = RunEvents(
+            run.run_id, agent_id=run.agent_id, session_key=run.session_key, privacy=privacy
+        )
+        self.out: list[WireEvent] = []
+
+    def call(
+        self,
+        tool: str,
+        args: JSON,
+        *,
+        result: JSON | Missing = MISSING,
+        error: JSON | Missing = MISSING,
+    ) -> None:
+        call = self.ev.tool_call(tool, args)
+        self.out.append(call)
+        cid = call["tool_call_id"]
+        self.out.append(self.ev.tool_result(cid, tool, args, result=result, error=error))
+
+
+def _healthy_call(s: _Script, rng: random.Random, n: int) -> None:
+    """One varied, progressing call: unique arguments and fresh results every time."""
+    k = rng.randrange(1_000_000)
+    choice = rng.randrange(6)
+    if choice == 0:
+        path = f"/repo/src/module_{k}.py"
+        if rng.random() < 0.1:
+            s.call("read", {"path": path}, error=f"ENOENT: no such file or directory, '{path}'")
+        else:
+            s.call("read", {"path": path}, result=_text(f"def f_{k}():\n    return {n}"))
+    elif choice == 1:
+        s.call("list", {"path": f"/repo/pkg_{k}"}, result=_text(f"a_{k}.py\nb_{n}.py"))
+    elif choice == 2:
+        cmd = f"pytest -q -k case_{k}"
+        out = f"{n + k % 7} passed"
+        s.call("exec", {"command": cmd}, result=_text("ok", status="completed", aggregated=out))
+    elif choice == 3:
+        s.call("web_search", {"query": f"asyncio pattern {k}"}, result=_text(f"{k} hits"))
+    elif choice == 4:
+        s.call("write", {"path": f"/repo/out_{k}.md", "content": f"v{n}"}, result=_text("ok"))
+    else:
+        args: JSON = {"action": "poll", "sessionId": f"proc-{k}"}
+        s.call("process", args, result=_text(f"line {n}", status="running", aggregated=f"{k}"))
+
+
+def _stuck(s: _Script, kind: str, calls: int) -> None:
+    """The calls of one loop kind; `calls` is long enough to reach a critical at defaults."""
+    if kind == "generic_repeat":
+        err = "ENOENT: no such file or directory, open '/workspace/NOTES.md'"
+        for _ in range(calls):
+            s.call("read", {"path": "/workspace/NOTES.md"}, error=err)
+    elif kind == "known_poll_no_progress":
+        start = _text("started", status="running", sessionId="proc-1", tail="")
+        s.call("exec", {"command": "npm run build", "background": True}, result=start)
+        idle = _text("(no new output)", status="running", sessionId="proc-1", aggregated="")
+        for _ in range(calls):
+            s.call("process", {"action": "poll", "sessionId": "proc-1"}, result=idle)
+    elif kind == "ping_pong":
+        for i in range(calls):
+            if i % 2 == 0:
+                s.call("read", {"path": "/a"}, result=_text("alpha"))
+            else:
+                s.call("list", {"path": "/w"}, result=_text("a\nb"))
+    elif kind == "unknown_tool_repeat":
+        for i in range(calls):
+            s.call("exec", {"command": f"ls -la /tmp/{i}"}, error="Tool exec not found")
+    elif kind == "compaction_loop_persisted":
+        err = "ENOENT: no such file or directory, open '/workspace/plan.md'"
+        for _ in range(5):
+            s.call("read", {"path": "/workspace/plan.md"}, error=err)
+        s.out.append(s.ev.compaction())
+        for _ in range(3):  # the guard's window: the third identical outcome aborts the run
+            s.call("read", {"path": "/workspace/plan.md"}, error=err)
+    else:
+        raise ValueError(f"unknown loop kind {kind!r}; expected one of {', '.join(LOOP_KINDS)}")
+
+
+def run_events(
+    run: SimRun, seed: int = 0, *, privacy: bool = False, stuck_calls: int = 25, end: bool = True
+) -> list[WireEvent]:
+    """One run's wire events in seq order (deterministic in the run id and seed)."""
+    rng = random.Random(f"{seed}:{run.run_id}")
+    s = _Script(run, privacy)
+    warmup = rng.randrange(6, 25) if run.kind == HEALTHY else rng.randrange(1, 4)
+    for n in range(warmup):
+        _healthy_call(s, rng, n)
+    if run.kind != HEALTHY:
+        _stuck(s, run.kind, stuck_calls)
+    if end:
+        s.out.append(s.ev.end())
+    return s.out
+
+
+def fleet_events(
+    runs: int = 50,
+    seed: int = 0,
+    *,
+    prefix: str = "sim",
+    privacy: bool = False,
+    stuck_calls: int = 25,
+    end_runs: bool = True,
+) -> list[WireEvent]:
+    """All runs' wire events, each run in seq order, interleaved across runs by the seed."""
+    queues = [
+        run_events(r, seed, privacy=privacy, stuck_calls=stuck_calls, end=end_runs)[::-1]
+        for r in fleet_plan(runs, seed, prefix=prefix)
+    ]
+    rng = random.Random(f"{seed}:interleave")
+    out: list[WireEvent] = []
+    active = [q for q in queues if q]
+    while active:
+        i = rng.randrange(len(active))
+        out.append(active[i].pop())
+        if not active[i]:
+            active[i] = active[-1]
+            active.pop()
+    return out
+
+
+async def simulate(
+    bootstrap: str | list[str],
+    topics: TopicNames,
+    runs: int = 50,
+    seed: int = 0,
+    rate: float | None = 100.0,
+    *,
+    prefix: str | None = None,
+    privacy: bool = False,
+    on_event: Callable[[WireEvent], None] | None = None,
+) -> int:
+    """Publish the fleet at `rate` events/s (None: as fast as possible); return the count."""
+    # A fresh prefix per demo, so a worker that remembers earlier runs sees new ones.
+    events = fleet_events(
+        runs, seed, prefix=prefix or f"sim{secrets.token_hex(2)}", privacy=privacy
+    )
+    loop = asyncio.get_running_loop()
+    async with RuntimeClient(bootstrap, topics=topics, is_listening=False) as client:
+        start = loop.time()
+        for n, event in enumerate(events):
+            if rate:
+                ahead = start + n / rate - loop.time()
+                if ahead > 0:
+                    await asyncio.sleep(ahead)  # pacing the demo, not waiting for a result
+            await client.publish(event)
+            if on_event is not None:
+                on_event(event)
+    return len(events)

@@ -1,0 +1,179 @@
+"""Integration fixtures: one real broker per session, fresh topics and group per test.
+
+    async def test_x(broker, topics, kafka):
+        await kafka.produce_json(topics.tool_calls, [event], key=lambda e: e["run_id"])
+        got = await kafka.consume_until(topics.control, lambda ms: len(ms) >= 1)
+
+Reading is group-less (every partition assigned, from the beginning), so it starts at once;
+a consumer group on Tansu takes about half its session timeout to join (CONSUMER_TIMEOUTS).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from streams.broker import EmbeddedBroker, create_topics, topic_partitions
+
+PARTITIONS = 4
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/integration is an integration test."""
+    for item in items:
+        if _HERE in Path(item.path).parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSet:
+    """One test's own topics (created, 4 partitions) and consumer group id."""
+
+    tool_calls: str
+    compactions: str
+    control: str
+    dead_letter: str
+    group_id: str
+    partitions: int = PARTITIONS
+
+    @property
+    def names(self) -> list[str]:
+        """The four topic names."""
+        return [self.tool_calls, self.compactions, self.control, self.dead_letter]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One consumed record; `json` is the decoded value, or None if it is not JSON."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    json: Any
+
+
+def _decode(value: bytes | None) -> Any:
+    try:
+        return orjson.loads(value) if value is not None else None
+    except orjson.JSONDecodeError:
+        return None
+
+
+class KafkaIO:
+    """Produce JSON lines and read topics back, with deadlines instead of sleeps."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+    async def produce_raw(
+        self, topic: str, values: Iterable[bytes], key: bytes | None = None
+    ) -> None:
+        """Send raw values (acks=all) and wait until all are acknowledged."""
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=5)
+        await producer.start()
+        try:
+            futures = [await producer.send(topic, v, key=key) for v in values]
+            await asyncio.gather(*futures)
+        finally:
+            await producer.stop()
+
+    async def produce_json(
+        self,
+        topic: str,
+        objects: Iterable[Any],
+        key: Callable[[Any], str | None] | None = lambda o: o.get("run_id"),
+    ) -> None:
+        """Send objects as JSON lines, keyed by `key(obj)` (run_id by default), acks=all."""
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=5)
+        await producer.start()
+        try:
+            futures = []
+            for obj in objects:
+                k = key(obj) if key is not None else None
+                kb = k.encode() if isinstance(k, str) else None
+                futures.append(await producer.send(topic, orjson.dumps(obj), key=kb))
+            await asyncio.gather(*futures)
+        finally:
+            await producer.stop()
+
+    async def consume_until(
+        self,
+        topic: str,
+        until: Callable[[Sequence[Message]], bool] = lambda _: False,
+        deadline: float = 20.0,
+    ) -> list[Message]:
+        """Read `topic` from the beginning until `until(messages)` holds or `deadline` s pass.
+
+        Returns what was read either way; assert on the result. With the default `until`,
+        reads for the whole deadline ("everything that arrives in N seconds").
+        """
+        parts = (await topic_partitions(self.bootstrap, [topic], wait=deadline))[topic]
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+            fetch_max_wait_ms=100, auto_offset_reset="earliest",
+        )  # fmt: skip
+        await consumer.start()
+        got: list[Message] = []
+        try:
+            tps = [TopicPartition(topic, p) for p in range(parts)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            loop = asyncio.get_running_loop()
+            end = loop.time() + deadline
+            while not until(got) and loop.time() < end:
+                wait_ms = max(1, min(200, int((end - loop.time()) * 1000)))
+                batches = await consumer.getmany(timeout_ms=wait_ms)
+                for records in batches.values():
+                    got.extend(
+                        Message(r.topic, r.partition, r.offset, r.key, r.value, _decode(r.value))
+                        for r in records
+                    )
+        finally:
+            await consumer.stop()
+        return got
+
+    async def consume_count(self, topic: str, count: int, deadline: float = 20.0) -> list[Message]:
+        """Read until at least `count` messages arrived (or the deadline passed)."""
+        return await self.consume_until(topic, lambda ms: len(ms) >= count, deadline)
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[EmbeddedBroker]:
+    """One embedded Tansu broker for the whole session, stopped by PID at the end."""
+    embedded = EmbeddedBroker().start()
+    try:
+        yield embedded
+    finally:
+        embedded.stop()
+
+
+@pytest.fixture
+async def topics(broker: EmbeddedBroker) -> TopicSet:
+    """Fresh topics (created explicitly, 4 partitions) and a fresh group id for one test."""
+    tag = uuid.uuid4().hex[:10]
+    ts = TopicSet(
+        tool_calls=f"t{tag}.tool-calls",
+        compactions=f"t{tag}.compactions",
+        control=f"t{tag}.control",
+        dead_letter=f"t{tag}.dead-letter",
+        group_id=f"g{tag}",
+    )
+    await create_topics(broker.bootstrap, ts.names, PARTITIONS)
+    return ts
+
+
+@pytest.fixture
+def kafka(broker: EmbeddedBroker) -> KafkaIO:
+    """Produce/consume helpers bound to the session broker."""
+    return KafkaIO(broker.bootstrap)

@@ -1,0 +1,102 @@
+"""deploy/Dockerfile, checked statically (no Docker engine runs here): python:3.11-slim, a pip
+install of the repository, a non-root user, `loopguard worker` by default."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import PurePosixPath
+
+from tests.contract.deploy_env import env_for
+from tests.contract.deploy_files import DEPLOY, DOCKERFILE, K8S_BASE, REPO, yaml_file
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) in order, continuation lines joined, comments dropped."""
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    joined = re.sub(r"\\\n", " ", "\n".join(lines))
+    result = []
+    for line in joined.splitlines():
+        if line.strip():
+            keyword, _, arguments = line.strip().partition(" ")
+            result.append((keyword.upper(), " ".join(arguments.split())))
+    return result
+
+
+def final_stage() -> list[tuple[str, str]]:
+    steps = instructions()
+    last_from = max(i for i, (keyword, _) in enumerate(steps) if keyword == "FROM")
+    return steps[last_from:]
+
+
+def pyproject() -> dict[str, object]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_every_stage_starts_from_python_3_11_slim() -> None:
+    bases = [arguments.split()[0] for keyword, arguments in instructions() if keyword == "FROM"]
+    assert bases and all(base == "python:3.11-slim" for base in bases)
+
+
+def test_the_repository_is_pip_installed() -> None:
+    runs = " ".join(arguments for keyword, arguments in instructions() if keyword == "RUN")
+    assert re.search(r"pip install \.(\s|$)", runs)
+
+
+def test_copies_only_what_the_package_build_needs() -> None:
+    packages = pyproject()["tool"]["setuptools"]["packages"]["find"]["include"]  # type: ignore[index]
+    allowed = {"pyproject.toml", "README.md"} | {name.rstrip("*") + "/" for name in packages}
+    for keyword, arguments in instructions():
+        if keyword == "COPY" and not arguments.startswith("--from="):
+            *sources, _ = arguments.split()
+            assert set(sources) <= allowed, arguments
+
+
+def test_the_build_context_filter_keeps_what_is_copied() -> None:
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text(encoding="utf-8").splitlines()
+    kept = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
+    copied = {
+        source.rstrip("/")
+        for keyword, arguments in instructions()
+        if keyword == "COPY" and not arguments.startswith("--from=")
+        for source in arguments.split()[:-1]
+    }
+    assert copied <= kept
+    assert "**" in ignore, "the filter must exclude everything else (.venv, .git, tests)"
+
+
+def test_the_image_runs_as_the_non_root_user_that_k8s_expects() -> None:
+    (user,) = [arguments for keyword, arguments in final_stage() if keyword == "USER"]
+    (arg,) = [arguments for keyword, arguments in final_stage() if keyword == "ARG"]
+    name, _, default = arg.partition("=")
+    uid = user.replace(f"${{{name}}}", default).split(":")[0]
+    assert uid.isdigit() and int(uid) != 0, "USER must be numeric for runAsNonRoot"
+    statefulset = yaml_file(K8S_BASE / "statefulset.yaml")
+    assert statefulset["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == int(uid)
+
+
+def test_the_default_command_is_loopguard_worker() -> None:
+    (cmd,) = [arguments for keyword, arguments in final_stage() if keyword == "CMD"]
+    assert cmd == '["loopguard", "worker"]'
+    assert not [keyword for keyword, _ in final_stage() if keyword == "ENTRYPOINT"]
+    scripts = pyproject()["project"]["scripts"]  # type: ignore[index]
+    assert "loopguard" in scripts
+
+
+def test_the_image_data_dir_and_port_match_the_deployments() -> None:
+    environment = " ".join(arguments for keyword, arguments in final_stage() if keyword == "ENV")
+    image = dict(re.findall(r"(LOOPGUARD_\w+)=(\S+)", environment))
+    for source in ("compose:worker-1", "k8s:dev"):
+        deployed = env_for(source)
+        assert PurePosixPath(image["LOOPGUARD_DATA_DIR"]) == PurePosixPath(
+            deployed["LOOPGUARD_DATA_DIR"]
+        )
+        assert image["LOOPGUARD_WEB_PORT"] == deployed["LOOPGUARD_WEB_PORT"]
+    exposed = [arguments for keyword, arguments in final_stage() if keyword == "EXPOSE"]
+    assert exposed == [image["LOOPGUARD_WEB_PORT"]]
+
+
+def test_the_healthcheck_asks_the_workers_health_endpoint() -> None:
+    (check,) = [arguments for keyword, arguments in final_stage() if keyword == "HEALTHCHECK"]
+    assert "/healthz" in check

@@ -1,0 +1,58 @@
+"""Read a whole topic once: every partition, from the start until it has gone quiet.
+
+Used by `loopguard replay --topic` and by tests that compare a topic with an offline replay.
+The result is deterministic for a given topic: partitions in order, each in offset order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from streams.broker import topic_partitions
+
+
+async def read_topic(
+    bootstrap: str, topic: str, timeout_s: float = 60.0, idle_s: float = 0.5
+) -> list[bytes]:
+    """Every message value of `topic`, partition by partition, in offset order."""
+    count = (await topic_partitions(bootstrap, [topic], wait=timeout_s))[topic]
+    tps = [TopicPartition(topic, p) for p in range(count)]
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        # Tansu reports too low an end offset for partitions written in batches, so the
+        # reported end is only a floor: keep reading until the topic has been quiet a while.
+        ends = await consumer.end_offsets(tps)
+        values: dict[int, list[bytes]] = {tp.partition: [] for tp in tps}
+        seen = {tp: -1 for tp in tps}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        quiet_since = loop.time()
+        while True:
+            now = loop.time()
+            reached = all(seen[tp] + 1 >= ends[tp] for tp in tps)
+            if reached and now - quiet_since >= idle_s:
+                break
+            if now > deadline:
+                raise TimeoutError(f"reading {topic!r} did not reach its end in {timeout_s}s")
+            batch = await consumer.getmany(*tps, timeout_ms=100)
+            for tp, records in batch.items():
+                for rec in records:
+                    values[tp.partition].append(rec.value or b"")
+                    seen[tp] = rec.offset
+                if records:
+                    quiet_since = loop.time()
+        return [v for p in sorted(values) for v in values[p]]
+    finally:
+        await consumer.stop()
+
+
+def read_topic_lines(bootstrap: str, topic: str) -> list[bytes]:
+    """`read_topic` for synchronous callers (the CLI)."""
+    return asyncio.run(read_topic(bootstrap, topic))

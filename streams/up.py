@@ -1,0 +1,160 @@
+"""`loopguard up`: the embedded default — broker, worker, metrics, and (`--demo`) a fleet.
+
+Starts the bundled Tansu broker on a free 127.0.0.1 port (unless LOOPGUARD_BROKER is set),
+runs one worker as a child process, prints where /metrics is, and with --demo publishes a
+simulated fleet while printing the decisions as they arrive. Ctrl-C stops everything it
+started, by PID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from streams.broker import EmbeddedBroker, free_port, topic_partitions
+from streams.client import Topics
+from streams.simulate import simulate
+
+READY_TIMEOUT_S = 90.0
+DEMO_POLICY = "// written by `loopguard up`\n{tools: {loopDetection: {enabled: true}}}\n"
+
+
+def _worker_env(broker_url: str, embedded: bool, data_dir: Path, web_port: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env["LOOPGUARD_BROKER"] = broker_url
+    env.setdefault("LOOPGUARD_DATA_DIR", str(data_dir))
+    env["LOOPGUARD_WEB_PORT"] = str(web_port)
+    if "LOOPGUARD_POLICY_FILE" not in env:
+        # OpenClaw ships the rolling detectors off; the embedded default turns them on.
+        policy = data_dir / "policy.json5"
+        policy.write_text(DEMO_POLICY)
+        env["LOOPGUARD_POLICY_FILE"] = str(policy)
+    if embedded:
+        # Tansu under-reports end offsets of batched partitions, which trips Faust's check.
+        env["LOOPGUARD_RECOVERY_CONSISTENCY_CHECK"] = "false"
+    return env
+
+
+def _wait_healthy(proc: subprocess.Popen[bytes], web_port: int, log_path: Path) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    url = f"http://127.0.0.1:{web_port}/healthz"
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace").splitlines()[-15:]
+            raise SystemExit("worker exited during start-up:\n" + "\n".join(tail))
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as resp:
+            if resp.status == 200:
+                return
+        time.sleep(0.2)
+    raise SystemExit(f"worker not healthy after {READY_TIMEOUT_S:.0f}s; see {log_path}")
+
+
+def format_decision(msg: dict[str, Any]) -> str:
+    """One control message as a terminal line."""
+    run = str(msg.get("run_id", ""))[:14]
+    if msg.get("type") == "loop_event":
+        action = str(msg.get("action", "")).upper()
+        quiet = "" if msg.get("published") else "  (unpublished)"
+        return (
+            f"{action:<6} {run:<14} {msg.get('tool', '')!s:<14} {msg.get('detector', '')!s:<26}"
+            f" count {msg.get('count')}{quiet}"
+        )
+    if msg.get("type") == "command":
+        return f"  → {msg.get('command')} {run} ({msg.get('detector')})"
+    return f"verdict {run} {msg.get('tool_call_id')} {msg.get('decision')}"
+
+
+async def _tail(bootstrap: str, topic: str, show_unpublished: bool) -> None:
+    parts = (await topic_partitions(bootstrap, [topic], wait=30))[topic]
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, fetch_max_wait_ms=100)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(parts)]
+        consumer.assign(tps)
+        await consumer.seek_to_end(*tps)
+        while True:
+            batches = await consumer.getmany(timeout_ms=500)
+            for records in batches.values():
+                for rec in records:
+                    msg = orjson.loads(rec.value or b"{}")
+                    is_quiet = msg.get("type") == "loop_event" and not msg.get("published")
+                    if is_quiet and not show_unpublished:
+                        continue
+                    print(format_decision(msg), flush=True)
+    finally:
+        await consumer.stop()
+
+
+async def _demo(bootstrap: str, topics: Topics, runs: int) -> None:
+    tail = asyncio.create_task(_tail(bootstrap, topics.control, show_unpublished=False))
+    try:
+        await asyncio.sleep(1.0)  # let the tail position itself before the fleet starts
+        sent = await simulate(bootstrap, topics, runs=runs)
+        print(f"demo fleet: {sent} events from {runs} runs sent; Ctrl-C to stop", flush=True)
+        await tail
+    finally:
+        tail.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await tail
+
+
+def up_main(demo: bool, runs: int = 50) -> int:
+    """Run the embedded default until Ctrl-C; returns the exit code."""
+    external = os.environ.get("LOOPGUARD_BROKER")
+    broker = None if external else EmbeddedBroker().start()
+    broker_url = external or broker.url  # type: ignore[union-attr]
+    bootstrap = broker_url.split("://", 1)[1].split(";")[0].split(",")[0]
+    data_dir = Path(tempfile.mkdtemp(prefix="loopguard-"))
+    web_port = int(os.environ.get("LOOPGUARD_WEB_PORT") or free_port())
+    log_path = data_dir / "worker.log"
+    topics = Topics(
+        os.environ.get("LOOPGUARD_TOPIC_TOOL_CALLS", "loopguard.tool-calls"),
+        os.environ.get("LOOPGUARD_TOPIC_COMPACTIONS", "loopguard.compactions"),
+        os.environ.get("LOOPGUARD_TOPIC_CONTROL", "loopguard.control"),
+    )
+    proc = None
+    try:
+        where = "" if broker is None else f" (embedded Tansu, in memory, pid {broker.pid})"
+        print(f"broker   {broker_url}{where}")
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "streams.main", "worker"],
+                env=_worker_env(broker_url, broker is not None, data_dir, web_port),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C reaches us; we stop the worker cleanly
+            )
+        print(f"worker   pid {proc.pid}, log {log_path}")
+        print(f"policy   {os.environ.get('LOOPGUARD_POLICY_FILE') or data_dir / 'policy.json5'}")
+        _wait_healthy(proc, web_port, log_path)
+        print(f"metrics  http://127.0.0.1:{web_port}/metrics", flush=True)
+        if demo:
+            asyncio.run(_demo(bootstrap, topics, runs))
+        else:
+            print("ready; Ctrl-C to stop", flush=True)
+            proc.wait()
+    except KeyboardInterrupt:
+        print("\nstopping…", flush=True)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if broker is not None:
+            broker.stop()
+    return 0

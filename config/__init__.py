@@ -12,3 +12,7 @@ __all__ = [
     "load_policy",
     # service settings (config/settings.py): add its names here
 ]
+
+from config.settings import Settings
+
+__all__ += ["Settings"]

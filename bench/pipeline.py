@@ -1,0 +1,309 @@
+"""Workload P (../shared/BENCH.md): one worker over a pre-filled topic vs a plain aiokafka relay.
+
+    python bench/pipeline.py            # 200,000 events, 1 warm-up + 3 measured runs each
+    python bench/pipeline.py --quick    # 20,000 events, 1 warm-up + 2 runs
+    python bench/pipeline.py --profile /tmp/worker.prof   # also cProfile one worker run
+
+Starts the bundled broker on 127.0.0.1, pre-fills the input topic once (4 partitions), then
+alternates baseline relays and workers (each worker on a fresh consumer group and changelog).
+Worker events/s is first->last changelog record (record timestamps, written by the worker
+as it processes), completion is read from its /metrics. Prints one JSON line per figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from streams.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
+
+PARTITIONS = 4
+RUNS = 1000
+PAD = "x" * 200
+POLICY = {"tools": {"loopDetection": {"enabled": True}}}
+
+
+def workload(calls: int) -> list[tuple[bytes, bytes]]:
+    """(key, value) of 2 x `calls` events: E `mixed` calls over 1,000 runs, call then result."""
+    seqs = [0] * RUNS
+    out: list[tuple[bytes, bytes]] = []
+    for i in range(calls):
+        r = i % 10
+        run = i % RUNS
+        if r <= 3:
+            tool, args, text, details = "read", {"path": f"/f/{i}.txt"}, f"c{i} {PAD}", {"ok": True}
+        elif r <= 5:
+            tool, args = "process", {"action": "poll", "sessionId": f"s{i % 3}"}
+            text, details = f"(no new output) {PAD}", {"status": "running", "aggregated": "steady"}
+        elif r <= 7:
+            if i % 2:
+                tool, args, text = "read", {"path": "/a.txt"}, f"A {PAD}"
+            else:
+                tool, args, text = "list", {"dir": "/w"}, f"L {PAD}"
+            details = {"ok": True}
+        elif r == 8:
+            tool, args, text = "exec", {"command": "ls -la"}, f"out {PAD}"
+            details = {"status": "completed", "exitCode": 0, "durationMs": i, "aggregated": text}
+        else:
+            tool, args, text, details = "read", {"path": "/same.txt"}, f"same {PAD}", {"ok": True}
+        run_id = f"run-{run}"
+        key = run_id.encode()
+        base = {"run_id": run_id, "tool_call_id": f"call-{i}", "tool": tool, "args": args}
+        seqs[run] += 1
+        call = {"type": "tool_call", "event_id": f"e{i}c", "seq": seqs[run], **base}
+        seqs[run] += 1
+        result = {"type": "tool_result", "event_id": f"e{i}r", "seq": seqs[run], **base}
+        result["result"] = {"content": [{"type": "text", "text": text}], "details": details}
+        out.append((key, orjson.dumps(call)))
+        out.append((key, orjson.dumps(result)))
+    return out
+
+
+async def prefill(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    """Write the workload into the input topic."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=256 * 1024, acks=1
+    )
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, v, key=k) for k, v in records]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def relay(bootstrap: str, source: str, sink: str, total: int) -> float:
+    """Baseline: plain aiokafka consume -> json.loads -> produce; events/s first->last."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+        fetch_max_wait_ms=100, max_partition_fetch_bytes=4 * 1024 * 1024,
+    )  # fmt: skip
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks=1)
+    await consumer.start()
+    await producer.start()
+    try:
+        tps = [TopicPartition(source, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        seen, first = 0, 0.0
+        while seen < total:
+            batches = await consumer.getmany(timeout_ms=500, max_records=5000)
+            for records in batches.values():
+                for rec in records:
+                    json.loads(rec.value)
+                    await producer.send(sink, rec.value, key=rec.key)
+                if not first and records:
+                    first = time.perf_counter()
+                seen += len(records)
+        await producer.flush()
+        return total / (time.perf_counter() - first)
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+def _events_done(web: str) -> float:
+    """Sum of loopguard_events_total + rejected + duplicates on a worker's /metrics."""
+    with urllib.request.urlopen(web + "/metrics", timeout=2) as resp:
+        body = resp.read().decode()
+    done = 0.0
+    for line in body.splitlines():
+        if line.startswith(
+            (
+                "loopguard_events_total{",
+                "loopguard_events_rejected_total{",
+                "loopguard_duplicates_total ",
+            )
+        ):
+            done += float(line.rsplit(" ", 1)[1])
+    return done
+
+
+async def changelog_stats(bootstrap: str, topic: str) -> tuple[int, int, int, int]:
+    """(records, bytes, first timestamp ms, last timestamp ms) of a changelog topic."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=50)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        n = size = 0
+        first, last = 1 << 62, 0
+        idle = 0
+        # Read until the topic stays quiet: Tansu can report too-low end offsets, so they
+        # are not a reliable stop condition (the worker has already stopped writing).
+        while idle < 4:
+            batches = await consumer.getmany(timeout_ms=500)
+            idle = 0 if any(batches.values()) else idle + 1
+            for records in batches.values():
+                for rec in records:
+                    n += 1
+                    size += len(rec.value or b"") + len(rec.key or b"")
+                    first, last = min(first, rec.timestamp), max(last, rec.timestamp)
+        return n, size, first, last
+    finally:
+        await consumer.stop()
+
+
+async def run_worker(
+    broker: EmbeddedBroker,
+    source: str,
+    tag: str,
+    total: int,
+    workdir: Path,
+    profile: str | None,
+    extra_env: dict[str, str],
+) -> tuple[float, float]:
+    """One worker over the pre-filled topic: (events/s, changelog bytes per event)."""
+    port = free_port()
+    app_id = f"bench{tag}"
+    policy = workdir / "openclaw.json"
+    policy.write_bytes(orjson.dumps(POLICY))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
+    env.update(
+        LOOPGUARD_BROKER=broker.url,
+        LOOPGUARD_TOPIC_TOOL_CALLS=source,
+        LOOPGUARD_TOPIC_COMPACTIONS=f"{source}.compactions",
+        LOOPGUARD_TOPIC_CONTROL=f"{source}.control",
+        LOOPGUARD_TOPIC_DEAD_LETTER=f"{source}.dead-letter",
+        LOOPGUARD_APP_ID=app_id,
+        LOOPGUARD_DATA_DIR=str(workdir / "data"),
+        LOOPGUARD_WEB_PORT=str(port),
+        LOOPGUARD_POLICY_FILE=str(policy),
+        LOOPGUARD_RECOVERY_CONSISTENCY_CHECK="false",
+    )
+    env.update(extra_env)
+    prof = ["-m", "cProfile", "-o", profile] if profile else []
+    cmd = [sys.executable, *prof, "-m", "streams.main", "worker"]
+    log = (workdir / f"worker-{tag}.log").open("wb")
+    proc = subprocess.Popen(  # noqa: ASYNC220 -- a child we poll over HTTP, not await
+        cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    web = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker exited, see {log.name}")
+            try:
+                if _events_done(web) >= total:
+                    break
+            except OSError:
+                pass
+            await asyncio.sleep(0.1)
+        else:
+            raise RuntimeError("worker did not finish within 600 s")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+    _records, size, first, last = await changelog_stats(
+        broker.bootstrap, f"{app_id}-loopguard-runs-changelog"
+    )
+    seconds = max(last - first, 1) / 1000
+    return total / seconds, size / total
+
+
+def _figure(name: str, values: list[float], baseline: list[float] | None, **extra: Any) -> str:
+    row: dict[str, Any] = {
+        "workload": "P",
+        "figure": name,
+        "median": round(statistics.median(values), 1),
+        "min": round(min(values), 1),
+        "max": round(max(values), 1),
+        "runs": [round(v, 1) for v in values],
+    }
+    if baseline:
+        row["baseline"] = "aiokafka relay (consume -> json.loads -> produce)"
+        row["baseline_median"] = round(statistics.median(baseline), 1)
+        row["baseline_runs"] = [round(v, 1) for v in baseline]
+        row["ratio"] = round(statistics.median(values) / statistics.median(baseline), 3)
+    row.update(extra)
+    return json.dumps(row)
+
+
+async def main() -> None:
+    """Run workload P and print its figures."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="20,000 events, 2 measured runs")
+    ap.add_argument("--runs", type=int, default=None, help="measured runs (default 3, quick 2)")
+    ap.add_argument("--profile", help="cProfile one extra (unmeasured) worker run into this file")
+    ap.add_argument(
+        "--worker-env", action="append", default=[], metavar="NAME=VALUE",
+        help="extra LOOPGUARD_* setting for the worker (repeatable)",
+    )  # fmt: skip
+    args = ap.parse_args()
+    calls = 10_000 if args.quick else 100_000
+    runs = args.runs or (2 if args.quick else 3)
+    extra_env = dict(item.split("=", 1) for item in args.worker_env)
+    records = workload(calls)
+    workdir = Path(tempfile.mkdtemp(prefix="loopguard-bench-"))
+    try:
+        await _bench(args, runs, records, extra_env, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def _bench(
+    args: argparse.Namespace,
+    runs: int,
+    records: list[tuple[bytes, bytes]],
+    extra_env: dict[str, str],
+    workdir: Path,
+) -> None:
+    """Start the broker, pre-fill, alternate relay and worker runs, print the figures."""
+    total = len(records)
+    with EmbeddedBroker(log_dir=workdir) as broker:
+        source = "bench.tool-calls"
+        names = [source, f"{source}.compactions", f"{source}.control", f"{source}.dead-letter"]
+        await create_topics(broker.bootstrap, [*names, "bench.relay"], PARTITIONS)
+        await prefill(broker.bootstrap, source, records)
+        worker_rates: list[float] = []
+        relay_rates: list[float] = []
+        bytes_per_event: list[float] = []
+        for i in range(runs + 1):  # run 0 is the warm-up
+            rate = await relay(broker.bootstrap, source, "bench.relay", total)
+            profile = None
+            w_rate, per_event = await run_worker(
+                broker, source, str(i), total, workdir, profile, extra_env
+            )
+            print(
+                f"# run {i}{' (warm-up)' if i == 0 else ''}: worker {w_rate:,.0f} ev/s, "
+                f"relay {rate:,.0f} ev/s, changelog {per_event:.0f} B/event",
+                file=sys.stderr,
+            )
+            if i:
+                worker_rates.append(w_rate)
+                relay_rates.append(rate)
+                bytes_per_event.append(per_event)
+        if args.profile:  # an extra, unmeasured run: cProfile slows the worker ~3x
+            await run_worker(broker, source, "prof", total, workdir, args.profile, extra_env)
+            print(f"# profile written to {args.profile}", file=sys.stderr)
+        print(_figure("worker_events_per_s", worker_rates, relay_rates, events=total))
+        print(_figure("changelog_bytes_per_event", bytes_per_event, None, events=total))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,163 @@
+"""Service settings: the `LOOPGUARD_*` environment, validated once at startup.
+
+Only the composition root (`streams/main.py`) builds `Settings()` from the environment; tests
+and tools pass keyword arguments. Every invalid field is reported at once (pydantic collects
+all errors), so a misconfigured worker fails before it touches the broker.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, FilePath, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+_BROKER_SCHEMES = ("kafka", "aiokafka")
+
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+Store = Literal["rocksdb://", "memory://"]
+
+
+class Settings(BaseSettings):
+    """Everything a LoopGuard worker needs to know about its surroundings."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="LOOPGUARD_",
+        extra="forbid",
+        frozen=True,
+        validate_default=True,
+    )
+
+    # Broker and topics.
+    broker: str = "kafka://127.0.0.1:9092"
+    partitions: int = Field(default=4, ge=1, le=10_000)
+    replication_factor: int = Field(default=1, ge=1, le=32)
+    topic_tool_calls: str = "loopguard.tool-calls"
+    topic_compactions: str = "loopguard.compactions"
+    topic_control: str = "loopguard.control"
+    topic_dead_letter: str = "loopguard.dead-letter"
+    app_id: str = "loopguard"
+
+    # Consumer timings (Tansu joins a group in about half the session timeout).
+    fetch_max_wait_ms: int = Field(default=100, ge=0, le=60_000)
+    session_timeout_ms: int = Field(default=6_000, ge=1_000, le=300_000)
+    heartbeat_ms: int = Field(default=1_000, ge=100, le=60_000)
+    rebalance_timeout_ms: int = Field(default=6_000, ge=1_000, le=600_000)
+    recovery_consistency_check: bool = True
+
+    # Run-state table.
+    store: Store = "rocksdb://"
+    data_dir: Path = Path("data")
+    run_idle_ttl_seconds: float = Field(default=1_800.0, gt=0)
+
+    # Input handling.
+    max_message_bytes: int = Field(default=1_048_576, ge=1)
+    dead_letter_prefix_bytes: int = Field(default=256, ge=0)
+    batch_max_events: int = Field(default=2_000, ge=1, le=100_000)
+    batch_within_ms: int = Field(default=5, ge=1, le=10_000)
+
+    # Policy.
+    policy_file: FilePath | None = None
+    channel_tools: Annotated[tuple[str, ...], NoDecode] = ("telegram",)
+
+    # Web (metrics and health) and logging.
+    web_host: str = "127.0.0.1"
+    web_port: int = Field(default=6066, ge=1, le=65_535)
+    log_level: LogLevel = "info"
+
+    @field_validator("broker")
+    @classmethod
+    def _broker_is_kafka_url(cls, value: str) -> str:
+        """Accept `kafka://host:port[;host:port…]`, naming the culprit otherwise."""
+        parts = urlsplit(value)
+        if parts.scheme not in _BROKER_SCHEMES:
+            raise ValueError(
+                f"broker URL {value!r} must start with one of "
+                f"{', '.join(s + '://' for s in _BROKER_SCHEMES)}"
+            )
+        hosts = [h for h in re.split(r"[;,]", parts.netloc) if h]
+        if not hosts or any(":" not in h for h in hosts):
+            raise ValueError(f"broker URL {value!r} must name host:port (e.g. 127.0.0.1:9092)")
+        return value
+
+    @field_validator("topic_tool_calls", "topic_compactions", "topic_control", "topic_dead_letter")
+    @classmethod
+    def _topic_name_is_legal(cls, value: str) -> str:
+        """Kafka topic names: 1-249 of letters, digits, '.', '_' and '-'."""
+        if not _TOPIC_NAME.match(value):
+            raise ValueError(f"topic name {value!r} must be 1-249 of [A-Za-z0-9._-]")
+        return value
+
+    @field_validator("app_id")
+    @classmethod
+    def _app_id_is_legal(cls, value: str) -> str:
+        """The app id prefixes the changelog topic, so it obeys topic-name rules."""
+        if not _APP_ID.match(value):
+            raise ValueError(f"app id {value!r} must be 1-200 of [A-Za-z0-9._-]")
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower_log_level(cls, value: object) -> object:
+        """Accept `INFO` as well as `info`; `warn` is refused (Faust turns it into debug)."""
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("channel_tools", mode="before")
+    @classmethod
+    def _split_channel_tools(cls, value: object) -> object:
+        """Accept a JSON list or a comma-separated string from the environment."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                import json
+
+                return json.loads(text)
+            return [item.strip() for item in text.split(",") if item.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        """Cross-field rules: distinct topics, sane timings, prefix within the size limit."""
+        problems: list[str] = []
+        topics = [
+            self.topic_tool_calls,
+            self.topic_compactions,
+            self.topic_control,
+            self.topic_dead_letter,
+        ]
+        if len(set(topics)) != len(topics):
+            problems.append(f"topic names must be distinct, got {topics}")
+        if self.heartbeat_ms * 3 > self.session_timeout_ms:
+            problems.append(
+                f"heartbeat_ms={self.heartbeat_ms} must be at most a third of "
+                f"session_timeout_ms={self.session_timeout_ms}"
+            )
+        if self.dead_letter_prefix_bytes > self.max_message_bytes:
+            problems.append(
+                f"dead_letter_prefix_bytes={self.dead_letter_prefix_bytes} exceeds "
+                f"max_message_bytes={self.max_message_bytes}"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def bootstrap_servers(self) -> list[str]:
+        """The broker URL as aiokafka's `host:port` list."""
+        netloc = urlsplit(self.broker).netloc
+        return [h for h in re.split(r"[;,]", netloc) if h]
+
+    @property
+    def input_topics(self) -> tuple[str, str]:
+        """The two co-partitioned input topics."""
+        return (self.topic_tool_calls, self.topic_compactions)
+
+    @property
+    def worker_data_dir(self) -> Path:
+        """This worker's own state directory (two workers on one host differ by web port)."""
+        return self.data_dir / f"{self.app_id}-{self.web_port}"

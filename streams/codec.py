@@ -1,0 +1,43 @@
+"""Wire codec of the worker: raw Kafka value -> JSON object, decisions -> control bytes.
+
+Validation of the object's shape is the engine's (`detectors.parse_event`); this module only
+refuses what is not a JSON object of acceptable size, with a stable label-safe reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+__all__ = ["Rejected", "decode_object", "encode"]
+
+
+class Rejected(Exception):
+    """A message the worker refuses; `reason` is a short, stable, label-safe code."""
+
+    def __init__(self, reason: str, detail: str, run_id: str | None = None) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+        self.run_id = run_id
+
+
+def decode_object(raw: bytes | None, max_bytes: int) -> dict[str, Any]:
+    """Decode one message value into a JSON object or raise `Rejected`."""
+    if not raw:
+        raise Rejected("empty", "message has no value")
+    if len(raw) > max_bytes:
+        raise Rejected("too_large", f"{len(raw)} bytes exceeds the limit of {max_bytes}")
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise Rejected("not_json", str(exc)) from None
+    if not isinstance(obj, dict):
+        raise Rejected("not_object", f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    """Encode one control or dead-letter object as compact JSON."""
+    return orjson.dumps(obj)

@@ -1,0 +1,54 @@
+"""Composition root: the only place that reads the environment and builds the worker.
+
+python -m streams.main worker      # same as `loopguard worker`
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pydantic import ValidationError
+
+from config.settings import Settings
+
+__all__ = ["load_settings", "main", "worker_main"]
+
+
+def load_settings() -> Settings:
+    """Build `Settings` from the `LOOPGUARD_*` environment (raises ValidationError)."""
+    return Settings()
+
+
+def _report(exc: ValidationError) -> None:
+    """Print every invalid setting with its environment variable name."""
+    lines = [f"loopguard: {exc.error_count()} invalid setting(s):"]
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "(settings)"
+        env = f"LOOPGUARD_{field.upper()}" if err["loc"] else "LOOPGUARD_*"
+        lines.append(f"  {env}: {err['msg']} (got {err.get('input')!r})")
+    sys.stderr.write("\n".join(lines) + "\n")
+
+
+def worker_main() -> int:
+    """Run a worker configured by the environment; 2 on invalid settings."""
+    try:
+        settings = load_settings()
+    except ValidationError as exc:
+        _report(exc)
+        return 2
+    from streams.worker import run_worker  # after validation: Faust is slow to import
+
+    return run_worker(settings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m streams.main worker`."""
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["worker"]:
+        sys.stderr.write("usage: python -m streams.main worker\n")
+        return 2
+    return worker_main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

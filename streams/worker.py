@@ -1,0 +1,142 @@
+"""Run one worker: create the topics, build the app, and hand the loop to Faust's Worker.
+
+`run_worker(settings)` blocks until the worker stops (SIGINT/SIGTERM) and returns its exit
+code. It reads no environment: `streams/main.py` builds the `Settings`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import faust
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from config import Policy, load_policy
+from config.settings import Settings
+from streams.agent import RunProcessor, install_agent
+from streams.app import Wiring, build_app, changelog_topic
+from streams.metrics import Metrics
+
+__all__ = ["TopicSetupError", "assemble", "ensure_topics", "run_worker"]
+
+log = logging.getLogger(__name__)
+
+_TOPIC_ALREADY_EXISTS = 36
+
+
+class _Worker(faust.Worker):
+    """Faust's worker without the terminal spinner.
+
+    With a log level of WARN or above, Faust keeps a progress spinner and, to feed it, sets
+    the root logger to DEBUG: every library's debug call (aiokafka logs several per produce
+    request) then builds a LogRecord. Without the spinner the configured level applies.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spinner = None
+
+
+class TopicSetupError(RuntimeError):
+    """The worker's topics cannot be created or exist with the wrong partition count."""
+
+
+async def ensure_topics(settings: Settings, wait_s: float = 15.0) -> None:
+    """Create the input, output and changelog topics (existing ones are fine), then verify.
+
+    Done before any consumer or producer touches them: some brokers (Tansu, Kafka with
+    auto.create.topics.enable) would otherwise create them with their default partition count.
+    """
+    changelog = changelog_topic(settings)
+    names = [*settings.input_topics, settings.topic_control, settings.topic_dead_letter]
+    new = [NewTopic(n, settings.partitions, settings.replication_factor) for n in names]
+    new.append(
+        NewTopic(
+            changelog,
+            settings.partitions,
+            settings.replication_factor,
+            topic_configs={"cleanup.policy": "compact"},
+        )
+    )
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=settings.bootstrap_servers, request_timeout_ms=int(wait_s * 1000)
+    )
+    await admin.start()
+    try:
+        response = await admin.create_topics(new, timeout_ms=int(wait_s * 1000))
+        for topic, code, *rest in response.topic_errors:
+            if code not in (0, _TOPIC_ALREADY_EXISTS):
+                detail = rest[0] if rest else ""
+                raise TopicSetupError(f"cannot create topic {topic!r}: error {code} {detail}")
+        await _verify(admin, [*names, changelog], settings.partitions, wait_s)
+    finally:
+        await admin.close()
+
+
+async def _verify(
+    admin: AIOKafkaAdminClient, names: Iterable[str], partitions: int, wait_s: float
+) -> None:
+    """Wait until every topic is visible with `partitions` partitions (all-topics metadata)."""
+    wanted = list(names)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        # describe_topics() without names lists all topics, so it never auto-creates one.
+        found = {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics()}
+        wrong = {n: found[n] for n in wanted if n in found and found[n] != partitions}
+        if wrong:
+            raise TopicSetupError(
+                f"topics exist with a partition count other than {partitions}: {wrong}"
+            )
+        missing = [n for n in wanted if n not in found]
+        if not missing:
+            return
+        if loop.time() >= deadline:
+            raise TopicSetupError(f"topics not visible after {wait_s}s: {missing}")
+        await asyncio.sleep(0.05)
+
+
+def _policy(settings: Settings) -> Policy:
+    """The loop-detection policy: the file's, or the defaults without one."""
+    return load_policy(settings.policy_file) if settings.policy_file else Policy.default()
+
+
+def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring, RunProcessor]:
+    """Build the app with its agent installed (no broker connection yet)."""
+    metrics = metrics if metrics is not None else Metrics()
+    settings.worker_data_dir.mkdir(parents=True, exist_ok=True)
+    wiring = build_app(settings, metrics)
+    processor = RunProcessor(wiring, settings, _policy(settings), metrics)
+    install_agent(wiring, processor, settings)
+    return wiring, processor
+
+
+def run_worker(settings: Settings) -> int:
+    """Create the topics and run a worker until it is stopped; returns the exit code."""
+    policy_check = _policy(settings)  # fail before touching the broker
+    del policy_check
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    loop.run_until_complete(ensure_topics(settings))
+    wiring, _ = assemble(settings)
+    worker = _Worker(
+        wiring.app,
+        loop=loop,
+        loglevel=settings.log_level.upper(),  # never "warn": Faust turns that into debug
+        # Faust's default redirects stdout into the log at WARN; keep the process's own.
+        redirect_stdouts=False,
+    )
+    log.info(
+        "worker %s: metrics at http://%s:%d/metrics",
+        settings.app_id,
+        settings.web_host,
+        settings.web_port,
+    )
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    return 0

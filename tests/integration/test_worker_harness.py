@@ -1,0 +1,185 @@
+"""The detection agent's batch logic through a harness: fake table and topics, no broker.
+
+Covers what is awkward to provoke on a real broker: an engine bug on one event, idle expiry
+in stream time, one state write per run per batch, duplicates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pytest
+
+import streams.agent as agent_module
+from config import load_policy
+from config.settings import Settings
+from detectors import RunState, parse_event, process_event
+from streams.agent import RunProcessor
+from streams.metrics import Metrics
+
+POLICY = load_policy({"tools": {"loopDetection": {"enabled": True}}})
+
+
+@dataclass
+class FakeMessage:
+    """The fields of a Faust message the agent reads."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: float | None
+    key: bytes | None
+    value: bytes | None
+
+
+class FakeEvent:
+    """A Faust event: only `.message` is used (weak-referenceable like the real one)."""
+
+    def __init__(self, message: FakeMessage) -> None:
+        self.message = message
+
+
+@dataclass
+class FakeTopic:
+    """Collects what the agent sends."""
+
+    sent: list[tuple[bytes | None, Any]] = field(default_factory=list)
+
+    def send_soon(self, *, key: bytes | None, value: bytes) -> None:
+        self.sent.append((key, orjson.loads(value)))
+
+
+class FakeTable(dict[bytes, bytes]):
+    """A dict that counts writes."""
+
+    writes = 0
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        self.writes += 1
+        super().__setitem__(key, value)
+
+
+class FakeProducer:
+    flushes = 0
+
+    async def flush(self) -> None:
+        self.flushes += 1
+
+
+@dataclass
+class FakeApp:
+    producer: FakeProducer = field(default_factory=FakeProducer)
+
+
+@dataclass
+class Harness:
+    processor: RunProcessor
+    table: FakeTable
+    control: FakeTopic
+    dead: FakeTopic
+    metrics: Metrics
+    app: FakeApp
+    offset: int = 0
+
+    def event(self, obj: dict[str, Any], ts_ms: int = 0, partition: int = 0) -> FakeEvent:
+        self.offset += 1
+        key = str(obj.get("run_id", "")).encode()
+        msg = FakeMessage("tc", partition, self.offset, ts_ms / 1000, key, orjson.dumps(obj))
+        return FakeEvent(msg)
+
+    def sample(self, name: str, **labels: str) -> float | None:
+        return self.metrics.registry.get_sample_value(name, labels)
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    @dataclass
+    class Wiring:
+        app: FakeApp
+        control: FakeTopic
+        dead_letter: FakeTopic
+        table: FakeTable
+
+    wiring = Wiring(FakeApp(), FakeTopic(), FakeTopic(), FakeTable())
+    metrics = Metrics()
+    settings = Settings(run_idle_ttl_seconds=60)
+    processor = RunProcessor(wiring, settings, POLICY, metrics)  # type: ignore[arg-type]
+    yield Harness(processor, wiring.table, wiring.control, wiring.dead_letter, metrics, wiring.app)
+
+
+def calls(run_id: str, n: int, start: int = 1) -> list[dict[str, Any]]:
+    """n identical failing read calls (call + result) from seq `start`."""
+    out = []
+    for i in range(start, start + 2 * n, 2):
+        base = {"run_id": run_id, "tool": "read", "args": {"path": "/a"}, "tool_call_id": f"c{i}"}
+        out.append({"type": "tool_call", "event_id": f"e{i}", "seq": i, **base})
+        out.append(
+            {"type": "tool_result", "event_id": f"e{i + 1}", "seq": i + 1, **base, "error": "no"}
+        )
+    return out
+
+
+async def test_an_engine_bug_costs_one_event_not_the_run(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = agent_module.process_event
+
+    def flaky(state: RunState, ev: Any, th: Any) -> Any:
+        if ev.event_id == "e5":
+            raise ZeroDivisionError("boom")
+        return real(state, ev, th)
+
+    monkeypatch.setattr(agent_module, "process_event", flaky)
+    events = calls("r1", 4)
+    await harness.processor.process([harness.event(e) for e in events])
+
+    assert [(d["reason"], d["run_id"]) for _, d in harness.dead.sent] == [("engine_error", "r1")]
+    expected = RunState()
+    th = POLICY.for_agent(None)
+    for e in events:
+        if e["event_id"] != "e5":
+            process_event(expected, parse_event(e), th)
+    stored = RunState.from_json(harness.table[b"r1"])
+    stored.stamp_ms = None
+    assert stored == expected
+    assert harness.sample("loopguard_events_rejected_total", reason="engine_error") == 1.0
+
+
+async def test_each_run_is_written_once_per_batch(harness: Harness) -> None:
+    batch = [harness.event(e) for e in calls("a", 5) + calls("b", 5)]
+    await harness.processor.process(batch)
+    assert harness.table.writes == 2
+    assert harness.sample("loopguard_events_total", type="tool_call") == 10.0
+    assert harness.sample("loopguard_runs_active") == 2.0
+
+
+async def test_redelivered_events_are_counted_and_change_nothing(harness: Harness) -> None:
+    events = calls("r", 3)
+    await harness.processor.process([harness.event(e) for e in events])
+    before = (dict(harness.table), list(harness.control.sent))
+    await harness.processor.process([harness.event(e) for e in events])
+    assert (dict(harness.table), harness.control.sent) == before
+    assert harness.sample("loopguard_duplicates_total") == 6.0
+
+
+async def test_idle_runs_expire_in_stream_time_not_wall_time(harness: Harness) -> None:
+    await harness.processor.process([harness.event(e, ts_ms=1_000) for e in calls("old", 12)])
+    assert b"old" in harness.table
+    # Another run's event 61 s later (stream time) on the same partition sweeps "old" away.
+    await harness.processor.process([harness.event(calls("new", 1)[0], ts_ms=62_000)])
+    assert b"old" not in harness.table
+    assert harness.sample("loopguard_runs_active") == 1.0
+    # "old" comes back: it starts clean, so its 12 earlier failures do not count.
+    harness.control.sent.clear()
+    await harness.processor.process([harness.event(calls("old", 1, 100)[0], ts_ms=62_001)])
+    assert harness.control.sent == []
+
+
+async def test_a_verdict_flushes_the_producer_at_once(harness: Harness) -> None:
+    ev = calls("v", 1)[0] | {"want_verdict": True}
+    await harness.processor.process([harness.event(ev)])
+    assert [d["type"] for _, d in harness.control.sent] == ["verdict"]
+    assert harness.app.producer.flushes == 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -128,6 +129,9 @@ class RunState:
             raise InvalidState(f"corrupt RunState: {e}") from e
 
 
+# Hashes recur across a run's records and across runs: memoising the pure (un)packing makes
+# serialisation cost a dict lookup per string instead of a regex and a base64 round trip.
+@lru_cache(maxsize=1 << 16)
 def _pack(s: str) -> str:
     """'h' + prefix + base64(digest) for '<prefix><64 hex>', else 's' + s."""
     m = _HEX_TAIL.match(s)
@@ -137,6 +141,7 @@ def _pack(s: str) -> str:
     return "h" + m.group(1) + base64.urlsafe_b64encode(raw).decode()[:43]
 
 
+@lru_cache(maxsize=1 << 16)
 def _unpack(s: str) -> str:
     if s[:1] == "s":
         return s[1:]

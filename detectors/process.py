@@ -89,12 +89,11 @@ def _on_call(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
         record_call(state, call, th, ev.seq)
     elif verdict.level == "critical":
         decision = "block"
-        out.append(_loop_event(state, ev, verdict, True))
-        out.append(_block_call(ev, verdict))
+        out += _block(state, ev, verdict)
     else:
         decision = "warn"
         published = publish_warning(state, verdict.warning_key, verdict.count)
-        out.append(_loop_event(state, ev, verdict, published))
+        out.append(_loop_event(state, ev, call.tool, verdict, published))
         record_call(state, call, th, ev.seq)
     if ev.want_verdict:
         out.append(
@@ -151,89 +150,72 @@ def _reset(state: RunState) -> None:
     state.stamp_ms = stamp
 
 
-def _loop_event(state: RunState, ev: Event, v: Verdict, published: bool) -> Decision:
-    assert ev.call is not None
+def _loop_event(
+    state: RunState,
+    ev: Event,
+    tool: str,
+    v: Verdict | GuardAbort,
+    published: bool,
+) -> Decision:
+    """The loop_event for a verdict (warn / block) or a guard abort."""
     did = decision_id(ev.run_id, ev.event_id, "loop_event")
-    return Decision(
-        "loop_event",
-        did,
-        ev.run_id,
-        {
-            "type": "loop_event",
-            "run_id": ev.run_id,
-            "trigger_event_id": ev.event_id,
-            "seq": ev.seq,
-            "tool": ev.call.tool,
-            "level": v.level,
-            "action": "block" if v.level == "critical" else "warn",
-            "detector": v.detector,
-            "count": v.count,
-            "message": v.message,
-            "warning_key": v.warning_key,
-            "paired_tool": v.paired_tool,
-            "published": published,
-            "agent_id": state.agent_id,
-            "id": did,
-        },
-    )
-
-
-def _block_call(ev: Event, v: Verdict) -> Decision:
-    assert ev.call is not None
-    cid = decision_id(ev.run_id, ev.event_id, "block_call")
-    return Decision(
-        "command",
-        cid,
-        ev.run_id,
-        {
-            "type": "command",
-            "command": "block_call",
-            "command_id": cid,
-            "run_id": ev.run_id,
-            "trigger_event_id": ev.event_id,
-            "seq": ev.seq,
-            "tool_call_id": ev.call.tool_call_id,
-            "tool": ev.call.tool,
-            "detector": v.detector,
-            "count": v.count,
-            "reason": v.message,
-        },
-    )
-
-
-def _abort(state: RunState, ev: Event, a: GuardAbort) -> list[Decision]:
-    lid = decision_id(ev.run_id, ev.event_id, "loop_event")
-    cid = decision_id(ev.run_id, ev.event_id, "abort_run")
-    event: dict[str, JSON] = {
+    if isinstance(v, Verdict):
+        level, action = v.level, "block" if v.level == "critical" else "warn"
+        key, paired = v.warning_key, v.paired_tool
+    else:
+        level, action, key, paired = "critical", "abort", None, None
+    payload: dict[str, JSON] = {
         "type": "loop_event",
         "run_id": ev.run_id,
         "trigger_event_id": ev.event_id,
         "seq": ev.seq,
-        "tool": a.tool,
-        "level": "critical",
-        "action": "abort",
-        "detector": a.detector,
-        "count": a.count,
-        "message": a.message,
-        "warning_key": None,
-        "paired_tool": None,
-        "published": True,
+        "tool": tool,
+        "level": level,
+        "action": action,
+        "detector": v.detector,
+        "count": v.count,
+        "message": v.message,
+        "warning_key": key,
+        "paired_tool": paired,
+        "published": published,
         "agent_id": state.agent_id,
-        "id": lid,
+        "id": did,
     }
-    command: dict[str, JSON] = {
+    return Decision("loop_event", did, ev.run_id, payload)
+
+
+def _command(ev: Event, command: str, fields: dict[str, JSON]) -> Decision:
+    """A block_call / abort_run command; `fields` follow the common header in wire order."""
+    cid = decision_id(ev.run_id, ev.event_id, command)
+    payload: dict[str, JSON] = {
         "type": "command",
-        "command": "abort_run",
+        "command": command,
         "command_id": cid,
         "run_id": ev.run_id,
         "trigger_event_id": ev.event_id,
         "seq": ev.seq,
+        **fields,
+    }
+    return Decision("command", cid, ev.run_id, payload)
+
+
+def _block(state: RunState, ev: Event, v: Verdict) -> list[Decision]:
+    assert ev.call is not None
+    fields: dict[str, JSON] = {
+        "tool_call_id": ev.call.tool_call_id,
+        "tool": ev.call.tool,
+        "detector": v.detector,
+        "count": v.count,
+        "reason": v.message,
+    }
+    return [_loop_event(state, ev, ev.call.tool, v, True), _command(ev, "block_call", fields)]
+
+
+def _abort(state: RunState, ev: Event, a: GuardAbort) -> list[Decision]:
+    fields: dict[str, JSON] = {
         "detector": a.detector,
         "count": a.count,
         "tool": a.tool,
         "reason": a.message,
     }
-    return [
-        Decision("loop_event", lid, ev.run_id, event),
-        Decision("command", cid, ev.run_id, command),
-    ]
+    return [_loop_event(state, ev, a.tool, a, True), _command(ev, "abort_run", fields)]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator, Mapping
 from typing import Any
 
 from hypothesis import given, settings
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 from detectors.canonical import canonical_json
 from detectors.hashing import digest
 from detectors.values import UNDEFINED
+from tests.mappings import Record
 
 laws = settings(max_examples=200, derandomize=True, database=None, deadline=None)
 
@@ -42,22 +42,6 @@ anything = json_values(
     any_text,
     st.one_of(st.integers(), st.floats(), st.just(UNDEFINED), st.tuples(st.integers(), any_text)),
 )
-
-
-class Record(Mapping[str, Any]):
-    """A non-dict mapping: it sends the value down the careful (iterative) encoder."""
-
-    def __init__(self, **fields: Any) -> None:
-        self._fields = fields
-
-    def __getitem__(self, key: str) -> Any:
-        return self._fields[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._fields)
-
-    def __len__(self) -> int:
-        return len(self._fields)
 
 
 def utf16(key: str) -> bytes:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import struct
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
 from enum import IntEnum
 from pathlib import Path
 from types import MappingProxyType
@@ -17,6 +16,7 @@ from detectors.canonical import JSONLike, canonical_json, js_number_text
 from detectors.errors import DetectorError
 from detectors.hashing import digest
 from detectors.values import UNDEFINED
+from tests.mappings import Record
 
 VECTORS = json.loads(
     (Path(__file__).parents[1] / "data" / "canonical_vectors.json").read_text(encoding="utf-8")
@@ -47,22 +47,6 @@ def revive(value: Any, ancestors: tuple[Any, ...] = ()) -> Any:
         for index, item in enumerate(value):
             value[index] = revive(item, (*ancestors, value))
     return value
-
-
-class Record(Mapping[str, Any]):
-    """A non-dict mapping: it sends the value down the careful (iterative) encoder."""
-
-    def __init__(self, **fields: Any) -> None:
-        self._fields = fields
-
-    def __getitem__(self, key: str) -> Any:
-        return self._fields[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._fields)
-
-    def __len__(self) -> int:
-        return len(self._fields)
 
 
 @pytest.mark.parametrize("vector", VECTORS["canonical"], ids=lambda v: v["id"])

@@ -66,9 +66,13 @@ def _resolve(
     detectors = [b.detectors for b in layers if b.detectors is not None]
     guards = [b.post_compaction_guard for b in layers if b.post_compaction_guard is not None]
     enabled = _pick(layers, lambda b: b.enabled, None)
-    warning = _pick(layers, lambda b: b.warning_threshold, _DEFAULTS.warning)
-    critical = _pick(layers, lambda b: b.critical_threshold, _DEFAULTS.critical)
-    breaker = _pick(layers, lambda b: b.global_circuit_breaker_threshold, _DEFAULTS.global_breaker)
+    warning = _pick(layers, lambda b: b.warning_threshold, _DEFAULTS.warning_threshold)
+    critical = _pick(layers, lambda b: b.critical_threshold, _DEFAULTS.critical_threshold)
+    breaker = _pick(
+        layers,
+        lambda b: b.global_circuit_breaker_threshold,
+        _DEFAULTS.global_circuit_breaker_threshold,
+    )
     if critical <= warning:
         critical = warning + 1
     if breaker <= critical:
@@ -76,10 +80,12 @@ def _resolve(
     return Thresholds(
         enabled=enabled is True,
         history_size=_pick(layers, lambda b: b.history_size, _DEFAULTS.history_size),
-        warning=warning,
-        critical=critical,
-        unknown_tool=_pick(layers, lambda b: b.unknown_tool_threshold, _DEFAULTS.unknown_tool),
-        global_breaker=breaker,
+        warning_threshold=warning,
+        critical_threshold=critical,
+        unknown_tool_threshold=_pick(
+            layers, lambda b: b.unknown_tool_threshold, _DEFAULTS.unknown_tool_threshold
+        ),
+        global_circuit_breaker_threshold=breaker,
         generic_repeat=_pick(detectors, lambda d: d.generic_repeat, _DEFAULTS.generic_repeat),
         known_poll_no_progress=_pick(
             detectors, lambda d: d.known_poll_no_progress, _DEFAULTS.known_poll_no_progress
@@ -87,8 +93,10 @@ def _resolve(
         ping_pong=_pick(detectors, lambda d: d.ping_pong, _DEFAULTS.ping_pong),
         # SPEC §2: the guard is on unless `enabled` is exactly false; unset leaves it on even
         # though the rolling detectors stay off.
-        guard_enabled=enabled is not False,
-        guard_window=_pick(guards, lambda g: g.window_size, _DEFAULTS.guard_window),
+        post_compaction_guard=enabled is not False,
+        post_compaction_window_size=_pick(
+            guards, lambda g: g.window_size, _DEFAULTS.post_compaction_window_size
+        ),
         channel_tools=channel_tools,
     )
 
@@ -132,16 +140,19 @@ class Policy:
         return {
             "enabled": th.enabled,
             "historySize": th.history_size,
-            "warningThreshold": th.warning,
-            "criticalThreshold": th.critical,
-            "unknownToolThreshold": th.unknown_tool,
-            "globalCircuitBreakerThreshold": th.global_breaker,
+            "warningThreshold": th.warning_threshold,
+            "criticalThreshold": th.critical_threshold,
+            "unknownToolThreshold": th.unknown_tool_threshold,
+            "globalCircuitBreakerThreshold": th.global_circuit_breaker_threshold,
             "detectors": {
                 "genericRepeat": th.generic_repeat,
                 "knownPollNoProgress": th.known_poll_no_progress,
                 "pingPong": th.ping_pong,
             },
-            "postCompactionGuard": {"enabled": th.guard_enabled, "windowSize": th.guard_window},
+            "postCompactionGuard": {
+                "enabled": th.post_compaction_guard,
+                "windowSize": th.post_compaction_window_size,
+            },
         }
 
     def with_channel_tools(self, tools: Iterable[str]) -> Policy:

@@ -18,16 +18,16 @@ DETECTOR = "compaction_loop_persisted"
 
 def arm_guard(state: RunState, th: Thresholds, seq: int | None = None) -> None:
     """Arm (or re-arm) the guard for the next window of outcomes."""
-    if not th.guard_enabled:
+    if not th.post_compaction_guard:
         return
-    state.guard_remaining = th.guard_window
+    state.guard_remaining = th.post_compaction_window_size
     state.guard_seq = seq
     state.guard_obs = []
 
 
 def observe_guard(state: RunState, record: Record, th: Thresholds) -> GuardAbort | None:
     """Feed one recorded outcome to the guard; an abort when the loop persisted."""
-    if not th.guard_enabled or state.guard_remaining <= 0:
+    if not th.post_compaction_guard or state.guard_remaining <= 0:
         return None
     if state.guard_seq is not None and record.seq <= state.guard_seq:
         return None  # happened before the compaction, only delivered after it
@@ -37,7 +37,7 @@ def observe_guard(state: RunState, record: Record, th: Thresholds) -> GuardAbort
     obs = (record.tool, record.args_hash, record.result_hash)
     state.guard_obs.append(obs)
     count = state.guard_obs.count(obs)
-    window = th.guard_window
+    window = th.post_compaction_window_size
     if count < window:
         if state.guard_remaining <= 0:
             state.guard_obs = []

@@ -126,7 +126,7 @@ def _on_result(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
 
 def _on_compaction(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
     arm_guard(state, th, ev.seq)
-    if not th.guard_enabled:
+    if not th.post_compaction_guard:
         return []
     for record in late_outcomes(state, ev.seq):
         abort = observe_guard(state, record, th)

@@ -33,19 +33,19 @@ Level = Literal["warning", "critical"]
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
-    """Resolved loop-detection policy for one agent (SPEC §2), immutable."""
+    """Resolved loop-detection policy for one agent (SPEC §2): the policy keys in snake_case."""
 
     enabled: bool = False
     history_size: int = 30
-    warning: int = 10
-    critical: int = 20
-    unknown_tool: int = 10
-    global_breaker: int = 30
+    warning_threshold: int = 10
+    critical_threshold: int = 20
+    unknown_tool_threshold: int = 10
+    global_circuit_breaker_threshold: int = 30
     generic_repeat: bool = True
     known_poll_no_progress: bool = True
     ping_pong: bool = True
-    guard_enabled: bool = True
-    guard_window: int = 3
+    post_compaction_guard: bool = True  # on unless the policy's `enabled` is exactly false
+    post_compaction_window_size: int = 3
     channel_tools: frozenset[str] = frozenset({"telegram"})
 
 

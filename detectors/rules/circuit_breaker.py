@@ -14,7 +14,7 @@ DETECTOR = "global_circuit_breaker"
 
 def check(call: ToolCall, streak: int, latest: str | None, th: Thresholds) -> Verdict | None:
     """Critical when the no-progress streak reaches the global threshold."""
-    if streak < th.global_breaker:
+    if streak < th.global_circuit_breaker_threshold:
         return None
     return Verdict(
         "critical",

@@ -21,7 +21,7 @@ def check(
     if not th.generic_repeat:
         return None
     tool = call.tool
-    if streak >= th.critical:
+    if streak >= th.critical_threshold:
         return Verdict(
             "critical",
             DETECTOR,
@@ -31,7 +31,7 @@ def check(
             f"generic:{tool}:{call.args_hash}:{latest or 'none'}",
         )
     count = recent
-    if count < th.warning:
+    if count < th.warning_threshold:
         return None
     return Verdict(
         "warning",

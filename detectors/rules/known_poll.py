@@ -23,10 +23,10 @@ def is_known_poll(call: ToolCall) -> bool:
 
 def check(call: ToolCall, streak: int, latest: str | None, th: Thresholds) -> Verdict | None:
     """Critical or warning for a known poll that keeps returning the same outcome."""
-    if not th.known_poll_no_progress or streak < th.warning:
+    if not th.known_poll_no_progress or streak < th.warning_threshold:
         return None
     key = f"poll:{call.tool}:{call.args_hash}:{latest or 'none'}"
-    if streak >= th.critical:
+    if streak >= th.critical_threshold:
         return Verdict(
             "critical",
             DETECTOR,

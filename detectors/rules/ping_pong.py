@@ -64,10 +64,10 @@ def check(history: list[Record], call: ToolCall, th: Thresholds) -> Verdict | No
     if not th.ping_pong:
         return None
     count, last, evidence = streak(history, call.args_hash)
-    if count < th.warning or last is None:
+    if count < th.warning_threshold or last is None:
         return None
     key = "pingpong:" + "|".join(sorted((call.args_hash, last.args_hash), key=_utf16))
-    if count >= th.critical and evidence:
+    if count >= th.critical_threshold and evidence:
         return Verdict(
             "critical",
             DETECTOR,

@@ -35,7 +35,7 @@ def check(history: list[Record], call: ToolCall, th: Thresholds) -> Verdict | No
     if not history or not history[-1].unknown_tool_name:
         return None
     count, name = unknown_streak(history, call.tool)
-    if count < th.unknown_tool:
+    if count < th.unknown_tool_threshold:
         return None
     shown = name or call.tool
     return Verdict(

@@ -44,14 +44,14 @@ def thresholds(draw: st.DrawFn) -> Thresholds:
     return Thresholds(
         enabled=True,
         history_size=draw(st.integers(2, 14)),
-        warning=w,
-        critical=c,
-        global_breaker=g,
-        unknown_tool=draw(st.integers(1, 8)),
+        warning_threshold=w,
+        critical_threshold=c,
+        global_circuit_breaker_threshold=g,
+        unknown_tool_threshold=draw(st.integers(1, 8)),
         generic_repeat=draw(st.booleans()),
         known_poll_no_progress=draw(st.booleans()),
         ping_pong=draw(st.booleans()),
-        guard_window=draw(st.integers(1, 4)),
+        post_compaction_window_size=draw(st.integers(1, 4)),
     )
 
 
@@ -139,7 +139,7 @@ def test_state_stays_within_its_bounds(steps: list, th: Thresholds, results: boo
         process_event(state, ev, th)
         assert len(state.history) <= th.history_size
         assert len(state.buckets) <= 256
-        assert len(state.guard_obs) <= th.guard_window
+        assert len(state.guard_obs) <= th.post_compaction_window_size
 
 
 @settings(max_examples=150)
@@ -149,11 +149,27 @@ def test_raising_a_threshold_never_adds_a_verdict(
 ) -> None:
     # Every call's real outcome is delivered (as in the traces), so history does not depend on
     # which calls were blocked, and each rule's condition is monotone in its threshold.
-    field = ["warning", "critical", "global_breaker", "unknown_tool"][which]
+    field = [
+        "warning_threshold",
+        "critical_threshold",
+        "global_circuit_breaker_threshold",
+        "unknown_tool_threshold",
+    ][which]
     higher = replace(th, **{field: getattr(th, field) + by})
-    if not (higher.warning < higher.critical < higher.global_breaker):
-        higher = replace(higher, critical=max(higher.critical, higher.warning + 1))
-        higher = replace(higher, global_breaker=max(higher.global_breaker, higher.critical + 1))
+    if not (
+        higher.warning_threshold
+        < higher.critical_threshold
+        < higher.global_circuit_breaker_threshold
+    ):
+        higher = replace(
+            higher, critical_threshold=max(higher.critical_threshold, higher.warning_threshold + 1)
+        )
+        higher = replace(
+            higher,
+            global_circuit_breaker_threshold=max(
+                higher.global_circuit_breaker_threshold, higher.critical_threshold + 1
+            ),
+        )
     events = script([s for s in steps if s[0] == "call"])
 
     def flagged(t: Thresholds) -> set[str]:

@@ -81,8 +81,8 @@ def test_any_valid_blocks_resolve_to_positive_ordered_thresholds(
     global_block: dict[str, object] | None, agent_block: dict[str, object] | None, agent: str | None
 ) -> None:
     th = load_policy(document(global_block, agent_block)).for_agent(agent)
-    assert 0 < th.warning < th.critical < th.global_breaker
-    assert min(th.history_size, th.unknown_tool, th.guard_window) > 0
+    assert 0 < th.warning_threshold < th.critical_threshold < th.global_circuit_breaker_threshold
+    assert min(th.history_size, th.unknown_tool_threshold, th.post_compaction_window_size) > 0
 
 
 @given(maybe_block, maybe_block, st.sampled_from(["a", "b", None]))
@@ -103,8 +103,8 @@ def test_an_agent_key_always_wins_over_the_global_key(
     written = {
         "enabled": th.enabled,
         "historySize": th.history_size,
-        "warningThreshold": th.warning,  # warning is never clamped
-        "unknownToolThreshold": th.unknown_tool,
+        "warningThreshold": th.warning_threshold,  # warning is never clamped
+        "unknownToolThreshold": th.unknown_tool_threshold,
     }
     for key, value in written.items():
         if key in agent_block:

@@ -168,12 +168,14 @@ def test_generic_repeat_around_the_warning_threshold(n_calls: int, expected: dic
         pytest.param(replace(ON, generic_repeat=False), None, id="generic-flag-off"),
         pytest.param(ON, ("generic_repeat", "critical", 20), id="defaults-generic-critical"),
         pytest.param(
-            replace(ON, critical=25, global_breaker=20),
+            replace(ON, critical_threshold=25, global_circuit_breaker_threshold=20),
             ("global_circuit_breaker", "critical", 20),
             id="breaker-before-generic",
         ),
         pytest.param(
-            replace(ON, generic_repeat=False, global_breaker=20, critical=19),
+            replace(
+                ON, generic_repeat=False, global_circuit_breaker_threshold=20, critical_threshold=19
+            ),
             ("global_circuit_breaker", "critical", 20),
             id="breaker-ignores-flags",
         ),
@@ -186,7 +188,13 @@ def test_decision_order_and_flags_for_20_identical_outcomes(th: Thresholds, expe
 
 
 def test_unknown_tool_comes_before_the_breaker() -> None:
-    th = replace(ON, unknown_tool=12, global_breaker=12, critical=11, warning=10)
+    th = replace(
+        ON,
+        unknown_tool_threshold=12,
+        global_circuit_breaker_threshold=12,
+        critical_threshold=11,
+        warning_threshold=10,
+    )
     _, verdicts, _ = feed(repeat(13, "exec", {"c": 1}, error="Tool exec not found"), th)
     assert verdicts[13]["detector"] == "unknown_tool_repeat"
 
@@ -207,7 +215,13 @@ def test_generic_messages_and_keys_are_verbatim() -> None:
 
 
 def test_warnings_are_published_at_each_new_bucket_only() -> None:
-    th = replace(ON, warning=3, critical=100, global_breaker=200, history_size=100)
+    th = replace(
+        ON,
+        warning_threshold=3,
+        critical_threshold=100,
+        global_circuit_breaker_threshold=200,
+        history_size=100,
+    )
     run = RunScript()
     events = []
     for i in range(45):

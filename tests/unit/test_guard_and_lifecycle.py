@@ -70,14 +70,14 @@ def test_rearming_restarts_the_window() -> None:
 def test_guard_is_off_when_enabled_is_exactly_false() -> None:
     run = RunScript()
     events = [run.compaction()] + [e for _ in range(3) for e in run.both("read", {}, **ERR)]
-    _, out = run_all(events, replace(OFF, guard_enabled=False))
+    _, out = run_all(events, replace(OFF, post_compaction_guard=False))
     assert out == []
 
 
 def test_window_size_follows_the_policy() -> None:
     run = RunScript()
     events = [run.compaction()] + [e for _ in range(5) for e in run.both("read", {}, **ERR)]
-    _, out = run_all(events, replace(OFF, guard_window=5))
+    _, out = run_all(events, replace(OFF, post_compaction_window_size=5))
     assert [a[1] for a in aborts(out)] == [5]
 
 

@@ -66,19 +66,19 @@ OVERLAY = [
     pytest.param(
         doc({"enabled": True, "warningThreshold": 5}, a={}),
         "a",
-        th(enabled=True, warning=5),
+        th(enabled=True, warning_threshold=5),
         id="an empty agent block means the global block",
     ),
     pytest.param(
         doc(a={"enabled": True, "unknownToolThreshold": 4}),
         "a",
-        th(enabled=True, unknown_tool=4),
+        th(enabled=True, unknown_tool_threshold=4),
         id="no global block means the agent block",
     ),
     pytest.param(
         doc({"enabled": True, "historySize": 50, "warningThreshold": 5}, a={"historySize": 20}),
         "a",
-        th(enabled=True, history_size=20, warning=5),
+        th(enabled=True, history_size=20, warning_threshold=5),
         id="both blocks put every agent key on top of the global keys",
     ),
     pytest.param(
@@ -96,7 +96,7 @@ OVERLAY = [
     pytest.param(
         doc({"postCompactionGuard": {"windowSize": 5}}, a={"postCompactionGuard": {}}),
         "a",
-        th(guard_window=5),
+        th(post_compaction_window_size=5),
         id="an empty postCompactionGuard keeps the global window",
     ),
     pytest.param(
@@ -104,19 +104,19 @@ OVERLAY = [
             {"postCompactionGuard": {"windowSize": 5}}, a={"postCompactionGuard": {"windowSize": 2}}
         ),
         "a",
-        th(guard_window=2),
+        th(post_compaction_window_size=2),
         id="an agent window overrides the global window",
     ),
     pytest.param(
         doc({"enabled": True}, a={"enabled": False}),
         "a",
-        th(enabled=False, guard_enabled=False),
+        th(enabled=False, post_compaction_guard=False),
         id="an agent can switch off what the global block enabled",
     ),
     pytest.param(
         doc({"enabled": False}, a={"enabled": True}, b={}),
         "b",
-        th(enabled=False, guard_enabled=False),
+        th(enabled=False, post_compaction_guard=False),
         id="another agent's block never applies",
     ),
     pytest.param(
@@ -148,9 +148,15 @@ def test_the_agent_block_overlays_the_global_block(
 
 
 GUARD = [
-    pytest.param({}, th(enabled=False, guard_enabled=True), id="unset: guard on, detectors off"),
-    pytest.param({"enabled": True}, th(enabled=True, guard_enabled=True), id="true: both on"),
-    pytest.param({"enabled": False}, th(enabled=False, guard_enabled=False), id="false: both off"),
+    pytest.param(
+        {}, th(enabled=False, post_compaction_guard=True), id="unset: guard on, detectors off"
+    ),
+    pytest.param(
+        {"enabled": True}, th(enabled=True, post_compaction_guard=True), id="true: both on"
+    ),
+    pytest.param(
+        {"enabled": False}, th(enabled=False, post_compaction_guard=False), id="false: both off"
+    ),
 ]
 
 
@@ -165,43 +171,43 @@ CLAMPS = [
     pytest.param(
         doc({"warningThreshold": 30}),
         None,
-        th(warning=30, critical=31, global_breaker=32),
+        th(warning_threshold=30, critical_threshold=31, global_circuit_breaker_threshold=32),
         id="warning 30 alone resolves to 30/31/32",
     ),
     pytest.param(
         doc({"criticalThreshold": 5}),
         None,
-        th(critical=11),
+        th(critical_threshold=11),
         id="a critical at or below the default warning becomes warning + 1",
     ),
     pytest.param(
         doc({"globalCircuitBreakerThreshold": 15}),
         None,
-        th(global_breaker=21),
+        th(global_circuit_breaker_threshold=21),
         id="a global breaker at or below critical becomes critical + 1",
     ),
     pytest.param(
         doc({"warningThreshold": 5, "criticalThreshold": 8}, a={"warningThreshold": 12}),
         "a",
-        th(warning=12, critical=13),
+        th(warning_threshold=12, critical_threshold=13),
         id="an overlay that puts critical below warning is clamped, not rejected",
     ),
     pytest.param(
         doc({"globalCircuitBreakerThreshold": 22}, a={"criticalThreshold": 25}),
         "a",
-        th(critical=25, global_breaker=26),
+        th(critical_threshold=25, global_circuit_breaker_threshold=26),
         id="an overlay that puts the breaker below critical is clamped",
     ),
     pytest.param(
         doc({"warningThreshold": 40, "globalCircuitBreakerThreshold": 30}),
         None,
-        th(warning=40, critical=41, global_breaker=42),
+        th(warning_threshold=40, critical_threshold=41, global_circuit_breaker_threshold=42),
         id="warning is never compared with global, and the clamps cascade",
     ),
     pytest.param(
         doc({"warningThreshold": 10.0, "historySize": 1e3, "unknownToolThreshold": 0x10}),
         None,
-        th(history_size=1000, unknown_tool=16),
+        th(history_size=1000, unknown_tool_threshold=16),
         id="whole floats and hex are numbers",
     ),
 ]
@@ -262,7 +268,12 @@ def test_channel_tools_are_carried_into_every_resolved_thresholds() -> None:
 def test_a_whole_openclaw_json5_file_loads_with_comments_trailing_commas_and_bare_keys() -> None:
     policy = load_policy(POLICIES / "openclaw.json5")
     base = th(
-        enabled=True, history_size=40, warning=8, critical=16, ping_pong=False, guard_window=4
+        enabled=True,
+        history_size=40,
+        warning_threshold=8,
+        critical_threshold=16,
+        ping_pong=False,
+        post_compaction_window_size=4,
     )
     resolved = {
         agent: policy.for_agent(agent) for agent in (None, "main", "poller", "quiet", "inherits")
@@ -270,8 +281,10 @@ def test_a_whole_openclaw_json5_file_loads_with_comments_trailing_commas_and_bar
     assert resolved == {
         None: base,
         "main": base,
-        "poller": dataclasses.replace(base, warning=20, critical=21, known_poll_no_progress=False),
-        "quiet": dataclasses.replace(base, enabled=False, guard_enabled=False),
+        "poller": dataclasses.replace(
+            base, warning_threshold=20, critical_threshold=21, known_poll_no_progress=False
+        ),
+        "quiet": dataclasses.replace(base, enabled=False, post_compaction_guard=False),
         "inherits": base,
     }
     assert policy.agent_ids() == ("poller", "quiet", "inherits")

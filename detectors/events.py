@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from detectors.errors import InvalidEvent
-from detectors.hashing import normalize_tool
 from detectors.values import JSON, Outcome, ToolCall
 
 EventType = Literal["tool_call", "tool_result", "compaction", "run_end"]
@@ -93,7 +92,7 @@ def _parse_call(obj: Mapping[str, object]) -> ToolCall:
     if not isinstance(ahash, str) or not ahash:
         raise InvalidEvent("missing_args", "tool events carry args (or args_hash in privacy mode)")
     action = _opt_str(obj, "poll_action")
-    return ToolCall(normalize_tool(tool), ahash, tcid or None, action)
+    return ToolCall(tool, tool_call_id=tcid, args_hash=ahash, action=action)
 
 
 def _parse_outcome(obj: Mapping[str, object]) -> Outcome:

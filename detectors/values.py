@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Final, Literal, TypeAlias
 
 JSON: TypeAlias = bool | int | float | str | list["JSON"] | dict[str, "JSON"] | None
@@ -31,6 +32,19 @@ UNDEFINED: Final = _Undefined()
 Level = Literal["warning", "critical"]
 
 
+def _hashing() -> ModuleType:
+    """detectors.hashing, imported on first use (it imports this module)."""
+    global _HASHING
+    if _HASHING is None:
+        import detectors.hashing as module
+
+        _HASHING = module
+    return _HASHING
+
+
+_HASHING: ModuleType | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Thresholds:
     """Resolved loop-detection policy for one agent (SPEC §2): the policy keys in snake_case."""
@@ -54,28 +68,34 @@ class Thresholds:
 # immutable by contract (the engine never assigns to them) and hashable like frozen ones.
 @dataclass(slots=True, unsafe_hash=True)
 class ToolCall:
-    """One tool invocation as the detectors see it: normalised tool and hashed args."""
+    """One tool invocation (SPEC §1): `ToolCall("read", {"path": "/a"}, "c1")`.
+
+    The tool name is normalised and `args_hash` computed on construction; in privacy mode
+    give `args_hash` (and `action`, the args' action) instead of `args`. Raw args are kept only
+    while the call is decided and never stored.
+    """
 
     tool: str
-    args_hash: str
+    args: JSON | _Undefined = field(default=UNDEFINED, compare=False)
     tool_call_id: str | None = None
-    action: str | None = None  # args.action when it is a string (known-poll, sends)
-    args: JSON | _Undefined = UNDEFINED  # raw args, only while deciding; never stored
+    args_hash: str = ""
+    action: str | None = None  # args.action when it is a string (known polls, sends)
+
+    def __post_init__(self) -> None:
+        hashing = _hashing()
+        self.tool = name = hashing.normalize_tool(self.tool)
+        if not self.args_hash:
+            self.args_hash = f"{name}:{hashing.digest(self.args)}"
+        if self.action is None and type(self.args) is dict:
+            action = self.args.get("action")
+            self.action = action if isinstance(action, str) else None
+        if not self.tool_call_id:
+            self.tool_call_id = None
 
     @classmethod
     def of(cls, tool: str, args: JSON, tool_call_id: str | None = None) -> ToolCall:
         """Build a call from a raw tool name and raw arguments."""
-        from detectors.hashing import digest, normalize_tool
-
-        name = normalize_tool(tool)
-        action = args.get("action") if isinstance(args, dict) else None
-        return cls(
-            tool=name,
-            args_hash=f"{name}:{digest(args)}",
-            tool_call_id=tool_call_id or None,
-            action=action if isinstance(action, str) else None,
-            args=args,
-        )
+        return cls(tool, args, tool_call_id)
 
 
 @dataclass(slots=True, unsafe_hash=True)

@@ -69,3 +69,58 @@ def test_imports_flow_streams_to_config_to_detectors_never_back() -> None:
         "datetime",
     }
     assert not _imports("config") & {"streams", "faust", "aiokafka"}
+
+
+def test_a_tool_call_is_built_from_its_raw_parts_or_from_hashes() -> None:
+    from detectors import ToolCall, args_hash
+
+    call = ToolCall(" Bash ", {"command": "ls", "action": "poll"}, "c1")
+    assert (call.tool, call.args_hash, call.tool_call_id, call.action) == (
+        "exec",
+        args_hash("exec", {"command": "ls", "action": "poll"}),
+        "c1",
+        "poll",
+    )
+    assert ToolCall.of("bash", {"command": "ls", "action": "poll"}, "c1") == call
+    private = ToolCall("process", args_hash="process:abc", action="poll")
+    assert (private.args_hash, private.action, private.tool_call_id) == (
+        "process:abc",
+        "poll",
+        None,
+    )
+
+
+OUTSIDE = """
+from detectors import (Thresholds, RunState, ToolCall, Outcome, detect, record_call,
+                       record_outcome, arm_guard, observe_guard)
+from config import load_policy
+th = load_policy({"tools": {"loopDetection": {"enabled": True}}}).for_agent("main")
+state, verdicts = RunState(), []
+for i in range(21):
+    call = ToolCall("read", {"path": "/a"}, f"c{i}")
+    v = detect(state, call, th)
+    verdicts.append(None if v is None else (v.level, v.detector, v.count))
+    if v is None or v.level != "critical":
+        record_call(state, call, th)
+        record_outcome(state, call, Outcome.error("File not found"), th)
+arm_guard(state, th)
+aborts = []
+for i in range(3):
+    rec = record_outcome(state, ToolCall("exec", {"c": 1}), Outcome.error(OSError("boom")), th)
+    aborts.append(observe_guard(state, rec, th))
+assert RunState.from_json(state.to_json()) == state
+print(verdicts[10], verdicts[20], aborts[2].detector, aborts[2].count)
+"""
+
+
+def test_the_public_api_works_from_outside_the_repo(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", OUTSIDE], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split("\n")[0] == (
+        "('warning', 'generic_repeat', 10) ('critical', 'generic_repeat', 20) "
+        "compaction_loop_persisted 3"
+    )

@@ -1,0 +1,142 @@
+"""Detects a broker that lost LoopGuard's data (restarted without its storage), and says so.
+
+Found by tests/chaos (broker restart): after the embedded broker restarts with an empty memory
+store, aiokafka reconnects, the clients' metadata requests auto-create the topics again (with
+the broker's default partition count, not necessarily ours) and the group rejoins with no
+committed offsets, so the worker looks healthy and carries on, silently: its table's changelog
+is gone (the run states it holds can no longer move to another worker, and Faust's stored
+changelog offsets now point past the new changelog's end). The same happens on any Kafka whose
+topics were deleted and recreated under a running worker.
+
+`BrokerWatch.check` (a timer in every worker) compares the offsets this worker committed with
+the group's offsets on the broker. Committed offsets never move backwards, so a lower or
+missing one means the broker lost them: the worker logs what happened and stops with exit
+code `EXIT_BROKER_DATA_LOST`, leaving a marker in its data dir. Its supervisor restarts it;
+`ensure_topics` then recreates the topics and `discard_orphaned_state` drops the local table
+store, whose changelog is gone (run states restart empty: a loop in progress is counted anew).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any, Final
+
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
+
+__all__ = [
+    "EXIT_BROKER_DATA_LOST",
+    "MARKER",
+    "BrokerDataLost",
+    "BrokerWatch",
+    "discard_orphaned_state",
+]
+
+log = logging.getLogger(__name__)
+
+#: Exit status of a worker that found the broker had lost its data (EX_TEMPFAIL: retry).
+EXIT_BROKER_DATA_LOST: Final = 75
+#: File left in the worker's data dir: its local table store belongs to a lost changelog.
+MARKER: Final = "BROKER_DATA_LOST"
+
+
+class BrokerDataLost(RuntimeError):
+    """The broker no longer has offsets this worker committed: its data was lost."""
+
+
+class BrokerWatch:
+    """Compares this worker's committed offsets with the broker's, from a Faust timer."""
+
+    def __init__(
+        self, app: Any, group_id: str, topics: tuple[str, ...], bootstrap: list[str], data_dir: Path
+    ) -> None:
+        self._app = app
+        self._group = group_id
+        self._topics = frozenset(topics)
+        self._bootstrap = bootstrap
+        self._data_dir = data_dir
+        self._admin: AIOKafkaAdminClient | None = None
+        self._committed: dict[Any, int] = {}
+        self.lost: BrokerDataLost | None = None
+
+    async def check(self) -> None:
+        """One comparison; on a loss, log it, leave the marker and crash the app (exit 75)."""
+        if self.lost is not None:
+            return
+        consumer = self._app.consumer
+        # Faust's own record of what it committed (private; see the module docstring). Faust
+        # forgets a partition's entry when the partition is revoked, and a rejoin after the
+        # broker restart revokes them all, so the highest offsets seen are remembered here.
+        # Committed offsets only grow, whichever worker commits them, so they stay valid.
+        mine = self._committed
+        for tp, off in list(consumer._committed_offset.items()):
+            if off and tp.topic in self._topics and off > mine.get(tp, 0):
+                mine[tp] = off
+        if not mine:
+            return
+        try:
+            theirs = await self._broker_offsets(list(mine))
+        except (KafkaError, OSError) as exc:  # unreachable or restarting: conclude nothing
+            log.debug("broker watch: cannot read the group's offsets: %r", exc)
+            await self._close()
+            return
+        behind = {
+            tp: (off, theirs.get(tp)) for tp, off in mine.items() if (theirs.get(tp) or 0) < off
+        }
+        if not behind:
+            return
+        shown = ", ".join(
+            f"{tp.topic}[{tp.partition}] committed {ours}, broker has {theirs_ or 'none'}"
+            for tp, (ours, theirs_) in sorted(behind.items())[:4]
+        )
+        self.lost = BrokerDataLost(
+            f"the broker lost this worker's data: {shown}. It restarted without its storage or "
+            "the topics were deleted. Stopping with exit code "
+            f"{EXIT_BROKER_DATA_LOST}; on restart the worker recreates its topics and starts "
+            "with empty run states (decisions published before the loss are gone with it)"
+        )
+        log.error("%s", self.lost)
+        self._data_dir.mkdir(parents=True, exist_ok=True)
+        (self._data_dir / MARKER).write_text(str(self.lost) + "\n")
+        await self._close()
+        await self._app.crash(self.lost)
+
+    async def _broker_offsets(self, tps: list[Any]) -> dict[Any, int]:
+        if self._admin is None:
+            admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, request_timeout_ms=1500)
+            await admin.start()
+            self._admin = admin
+        # Partitions named explicitly: Tansu's answer for "all partitions" does not decode.
+        asked = [TopicPartition(tp.topic, tp.partition) for tp in tps]
+        got = await self._admin.list_consumer_group_offsets(self._group, partitions=asked)
+        by_key = {(tp.topic, tp.partition): tp for tp in tps}
+        return {
+            by_key[(tp.topic, tp.partition)]: meta.offset
+            for tp, meta in got.items()
+            if (tp.topic, tp.partition) in by_key and meta.offset >= 0
+        }
+
+    async def _close(self) -> None:
+        admin, self._admin = self._admin, None
+        if admin is not None:
+            try:
+                await admin.close()
+            except (KafkaError, OSError):
+                log.debug("broker watch: closing the admin client failed", exc_info=True)
+
+
+def discard_orphaned_state(data_dir: Path) -> bool:
+    """Empty a worker's data dir left with the marker (its changelog is gone); True if done."""
+    if not (data_dir / MARKER).exists():
+        return False
+    log.warning(
+        "discarding the local run states in %s: the broker lost the changelog they belong to "
+        "(see the previous run's log); run states start empty",
+        data_dir,
+    )
+    shutil.rmtree(data_dir, ignore_errors=True)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return True

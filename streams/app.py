@@ -6,6 +6,7 @@ It builds objects only; nothing connects to the broker until the worker starts.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,7 @@ import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from config.settings import Settings
+from streams.end_offsets import probe_end_offsets
 from streams.metrics import CONTENT_TYPE_LATEST, Metrics
 
 __all__ = ["TABLE_NAME", "LoopGuardApp", "Wiring", "build_app", "changelog_topic"]
@@ -39,12 +41,36 @@ class _TunedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
             consumer._fetch_max_wait_ms = app.fetch_max_wait_ms  # read by start(): see docstring
         return consumer
 
+    async def _highwaters(self, partitions: list[Any]) -> Any:
+        """End offsets for table recovery, probed past what the broker reports.
+
+        Tansu under-reports the end of batched partitions, so Faust's recovery stopped early
+        and workers resumed with stale run states (streams/end_offsets.py; tests/chaos).
+        """
+        reported = await super()._highwaters(partitions)
+        app = self.app
+        if not isinstance(app, LoopGuardApp) or not app.bootstrap_servers:
+            return reported
+        return await probe_end_offsets(app.bootstrap_servers, reported)
+
 
 class _TunedConsumer(faust_aiokafka.Consumer):
-    """Faust's aiokafka consumer, using the tuned consumer thread."""
+    """Faust's aiokafka consumer, using the tuned consumer thread and a pre-commit hook."""
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         return _TunedConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
+        """Run the app's `before_commit` hooks, then commit (every commit path ends here).
+
+        The agent persists run states in these hooks; offsets acked so far are picked after
+        they return, without an await in between, so none is committed ahead of its state.
+        """
+        app = self.app
+        if isinstance(app, LoopGuardApp):
+            for hook in app.before_commit:
+                await hook()
+        return bool(await super().force_commit(topics, start_new_transaction=start_new_transaction))
 
 
 class _TunedTransport(faust_aiokafka.Transport):
@@ -57,6 +83,12 @@ class LoopGuardApp(faust.App):
     """A Faust app whose worker consumer honours `fetch_max_wait_ms` (set per app, not global)."""
 
     fetch_max_wait_ms: int = 1500
+    bootstrap_servers: tuple[str, ...] = ()  # for probing true end offsets (end_offsets.py)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Awaited before every offset commit (the agent's state checkpoint).
+        self.before_commit: list[Callable[[], Awaitable[None]]] = []
 
     def _new_transport(self) -> Any:
         return _TunedTransport(self.conf.broker_consumer, self)
@@ -100,8 +132,14 @@ def build_app(settings: Settings, metrics: Metrics) -> Wiring:
         recovery_consistency_check=settings.recovery_consistency_check,
         processing_guarantee="at_least_once",  # Tansu has no transactions for exactly_once
         web_in_thread=False,
+        # Table changelog and dead letters share produce requests (decisions bypass linger:
+        # streams/outbox.py); batches large enough for one agent batch's decisions.
+        producer_linger=0.005,
+        producer_max_batch_size=512 * 1024,
+        stream_buffer_maxsize=max(4096, 2 * settings.batch_max_events),
     )
     app.fetch_max_wait_ms = settings.fetch_max_wait_ms
+    app.bootstrap_servers = tuple(settings.bootstrap_servers)
     raw: dict[str, Any] = {
         "key_type": bytes,
         "value_type": bytes,

@@ -18,13 +18,16 @@ from config import Policy, load_policy
 from config.settings import Settings
 from streams.agent import RunProcessor, install_agent
 from streams.app import Wiring, build_app, changelog_topic
+from streams.broker_watch import EXIT_BROKER_DATA_LOST, BrokerWatch, discard_orphaned_state
 from streams.metrics import Metrics
+from streams.outbox import BatchOutbox
 
 __all__ = ["TopicSetupError", "assemble", "ensure_topics", "run_worker"]
 
 log = logging.getLogger(__name__)
 
 _TOPIC_ALREADY_EXISTS = 36
+BROKER_WATCH_INTERVAL_S = 2.0
 
 
 class _Worker(faust.Worker):
@@ -109,7 +112,8 @@ def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring
     metrics = metrics if metrics is not None else Metrics()
     settings.worker_data_dir.mkdir(parents=True, exist_ok=True)
     wiring = build_app(settings, metrics)
-    processor = RunProcessor(wiring, settings, _policy(settings), metrics)
+    outbox = BatchOutbox(wiring.app, settings.topic_control, settings.partitions)
+    processor = RunProcessor(wiring, settings, _policy(settings), metrics, outbox)
     install_agent(wiring, processor, settings)
     return wiring, processor
 
@@ -120,8 +124,10 @@ def run_worker(settings: Settings) -> int:
     del policy_check
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    discard_orphaned_state(settings.worker_data_dir)  # left by a broker that lost its data
     loop.run_until_complete(ensure_topics(settings))
     wiring, _ = assemble(settings)
+    watch = _install_broker_watch(wiring, settings)
     worker = _Worker(
         wiring.app,
         loop=loop,
@@ -138,5 +144,25 @@ def run_worker(settings: Settings) -> int:
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:
+        if watch.lost is not None:
+            return EXIT_BROKER_DATA_LOST  # a supervisor restarts the worker: it recovers
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
     return 0
+
+
+def _install_broker_watch(wiring: Wiring, settings: Settings) -> BrokerWatch:
+    """Check every few seconds that the broker still has this worker's committed offsets."""
+    watch = BrokerWatch(
+        wiring.app,
+        settings.app_id,
+        settings.input_topics,
+        settings.bootstrap_servers,
+        settings.worker_data_dir,
+    )
+
+    @wiring.app.timer(interval=BROKER_WATCH_INTERVAL_S)
+    async def broker_watch() -> None:
+        """See streams/broker_watch.py."""
+        await watch.check()
+
+    return watch

@@ -1,7 +1,7 @@
 """The detection agent's batch logic through a harness: fake table and topics, no broker.
 
 Covers what is awkward to provoke on a real broker: an engine bug on one event, idle expiry
-in stream time, one state write per run per batch, duplicates.
+in stream time, one state write per run per checkpoint, duplicates.
 """
 
 from __future__ import annotations
@@ -135,6 +135,7 @@ async def test_an_engine_bug_costs_one_event_not_the_run(
     monkeypatch.setattr(agent_module, "process_event", flaky)
     events = calls("r1", 4)
     await harness.processor.process([harness.event(e) for e in events])
+    await harness.processor.before_commit()
 
     assert [(d["reason"], d["run_id"]) for _, d in harness.dead.sent] == [("engine_error", "r1")]
     expected = RunState()
@@ -148,9 +149,12 @@ async def test_an_engine_bug_costs_one_event_not_the_run(
     assert harness.sample("loopguard_events_rejected_total", reason="engine_error") == 1.0
 
 
-async def test_each_run_is_written_once_per_batch(harness: Harness) -> None:
-    batch = [harness.event(e) for e in calls("a", 5) + calls("b", 5)]
-    await harness.processor.process(batch)
+async def test_each_run_is_written_once_per_checkpoint(harness: Harness) -> None:
+    events = [harness.event(e) for e in calls("a", 5) + calls("b", 5)]
+    await harness.processor.process(events[:10])
+    await harness.processor.process(events[10:])
+    assert harness.table.writes == 0  # nothing committed yet, nothing written
+    await harness.processor.before_commit()
     assert harness.table.writes == 2
     assert harness.sample("loopguard_events_total", type="tool_call") == 10.0
     assert harness.sample("loopguard_runs_active") == 2.0
@@ -159,14 +163,17 @@ async def test_each_run_is_written_once_per_batch(harness: Harness) -> None:
 async def test_redelivered_events_are_counted_and_change_nothing(harness: Harness) -> None:
     events = calls("r", 3)
     await harness.processor.process([harness.event(e) for e in events])
+    await harness.processor.before_commit()
     before = (dict(harness.table), list(harness.control.sent))
     await harness.processor.process([harness.event(e) for e in events])
+    await harness.processor.before_commit()
     assert (dict(harness.table), harness.control.sent) == before
     assert harness.sample("loopguard_duplicates_total") == 6.0
 
 
 async def test_idle_runs_expire_in_stream_time_not_wall_time(harness: Harness) -> None:
     await harness.processor.process([harness.event(e, ts_ms=1_000) for e in calls("old", 12)])
+    await harness.processor.before_commit()
     assert b"old" in harness.table
     # Another run's event 61 s later (stream time) on the same partition sweeps "old" away.
     await harness.processor.process([harness.event(calls("new", 1)[0], ts_ms=62_000)])
@@ -183,3 +190,14 @@ async def test_a_verdict_flushes_the_producer_at_once(harness: Harness) -> None:
     await harness.processor.process([harness.event(ev)])
     assert [d["type"] for _, d in harness.control.sent] == ["verdict"]
     assert harness.app.producer.flushes == 1
+
+
+async def test_a_rebalance_drops_the_cache_and_the_table_copy_takes_over(harness: Harness) -> None:
+    await harness.processor.process([harness.event(e) for e in calls("r", 3)])
+    await harness.processor.before_commit()
+    harness.table[b"r"] = RunState().to_json().encode()  # another owner's newer copy
+    harness.processor.forget_partitions({0})
+    await harness.processor.process([harness.event(calls("r", 1, 1)[0])])
+    # seq 1 is new again for the table's (empty) state: the stale cached run is gone.
+    assert harness.sample("loopguard_duplicates_total") == 0.0
+    assert harness.sample("loopguard_runs_active") == 1.0

@@ -8,14 +8,8 @@ and compares the control topic with what the engine itself decides for the same 
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,42 +19,12 @@ from aiokafka import AIOKafkaProducer
 
 from config import load_policy
 from detectors import RunState, parse_event, process_event
-from streams.broker import EmbeddedBroker, free_port
+from streams.broker import EmbeddedBroker
+from tests.worker_process import WorkerLauncher, WorkerProcess
 
 from .conftest import KafkaIO, Message, TopicSet
 
-REPO = Path(__file__).resolve().parents[2]
 POLICY = {"tools": {"loopDetection": {"enabled": True}}}
-
-
-@dataclass
-class WorkerProcess:
-    """A worker subprocess and where to reach it."""
-
-    proc: subprocess.Popen[bytes]
-    web: str
-    log: Path
-
-    def get(self, path: str) -> tuple[int, str]:
-        """GET a path on the worker's web port (blocking; call via asyncio.to_thread)."""
-        with urllib.request.urlopen(self.web + path, timeout=2) as resp:
-            return resp.status, resp.read().decode()
-
-    async def wait_until(self, path: str, ok: Callable[[str], bool], deadline: float) -> str:
-        """Poll a page until `ok(body)` holds; fail with the last body and the worker's log."""
-        loop = asyncio.get_running_loop()
-        end = loop.time() + deadline
-        body = ""
-        while loop.time() < end:
-            assert self.proc.poll() is None, f"worker exited:\n{self.log.read_text()[-3000:]}"
-            try:
-                status, body = await asyncio.to_thread(self.get, path)
-                if status == 200 and ok(body):
-                    return body
-            except OSError:
-                pass
-            await asyncio.sleep(0.1)
-        pytest.fail(f"{path} not as expected after {deadline}s; last body:\n{body[-2000:]}")
 
 
 @pytest.fixture
@@ -68,14 +32,10 @@ def start_worker(
     broker: EmbeddedBroker, topics: TopicSet, tmp_path: Path
 ) -> Iterator[Callable[..., WorkerProcess]]:
     """Start this test's worker with extra LOOPGUARD_* settings; stopped by PID afterwards."""
-    started: list[WorkerProcess] = []
-
-    def start(**overrides: object) -> WorkerProcess:
-        port = free_port()
-        policy = tmp_path / "openclaw.json"
-        policy.write_bytes(orjson.dumps(POLICY))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
-        settings: dict[str, object] = {
+    policy = tmp_path / "openclaw.json"
+    policy.write_bytes(orjson.dumps(POLICY))
+    launcher = WorkerLauncher(
+        {
             "broker": broker.url,
             "partitions": topics.partitions,
             "topic_tool_calls": topics.tool_calls,
@@ -84,34 +44,13 @@ def start_worker(
             "topic_dead_letter": topics.dead_letter,
             "app_id": topics.group_id,
             "data_dir": tmp_path / "data",
-            "web_port": port,
             "policy_file": policy,
             "recovery_consistency_check": "false",
-            **overrides,
-        }
-        env.update({f"LOOPGUARD_{k.upper()}": str(v) for k, v in settings.items()})
-        log = tmp_path / f"worker-{len(started)}.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "streams.main", "worker"],
-                cwd=REPO,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        worker = WorkerProcess(proc, f"http://127.0.0.1:{port}", log)
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        if worker.proc.poll() is None:
-            worker.proc.send_signal(signal.SIGTERM)
-            try:
-                worker.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                worker.proc.kill()
-                worker.proc.wait()
+        },
+        tmp_path,
+    )
+    yield launcher.start
+    launcher.stop_all()
 
 
 # ---- events ----------------------------------------------------------------------------------

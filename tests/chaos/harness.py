@@ -1,0 +1,211 @@
+"""The chaos harness: one scenario's topics, workers, producer, drain barrier and read-back.
+
+    cluster = Cluster(broker, tmp_path, tag="kill")
+    await cluster.create_topics()
+    w = cluster.workers.start()
+    await cluster.produce(wave)                 # keyed by run_id, acks=all; remembers offsets
+    await cluster.wait_drained(deadline=90)     # group's committed offsets reach every end
+    control = await cluster.read(cluster.control)
+
+End offsets come from the producer's own acknowledgements, not from the broker: Tansu
+under-reports the end offsets of batched partitions (streams/topic_reader.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
+
+from streams.broker import EmbeddedBroker, create_topics, topic_partitions
+from tests.chaos.fleet import WireEvent, is_tool_event
+from tests.worker_process import WorkerLauncher, WorkerProcess
+
+PARTITIONS = 4
+POLICY = {"tools": {"loopDetection": {"enabled": True}}}
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record read back from a topic."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass
+class Cluster:
+    """One scenario's world: its own topics and consumer group on a broker, and its workers."""
+
+    broker: EmbeddedBroker
+    tmp: Path
+    tag: str = "chaos"
+    extra_settings: dict[str, object] = field(default_factory=dict)
+    ends: dict[tuple[str, int], int] = field(default_factory=dict)  # (topic, p) -> end offset
+    produced: int = 0
+    workers: WorkerLauncher = field(init=False)
+
+    def __post_init__(self) -> None:
+        tag = f"{self.tag}{uuid.uuid4().hex[:8]}"
+        self.tool_calls = f"{tag}.tool-calls"
+        self.compactions = f"{tag}.compactions"
+        self.control = f"{tag}.control"
+        self.dead_letter = f"{tag}.dead-letter"
+        self.app_id = f"{tag}-app"
+        self.changelog = f"{self.app_id}-loopguard-runs-changelog"
+        policy = self.tmp / "policy.json"
+        policy.write_bytes(orjson.dumps(POLICY))
+        settings: dict[str, object] = {
+            "broker": self.broker.url,
+            "partitions": PARTITIONS,
+            "topic_tool_calls": self.tool_calls,
+            "topic_compactions": self.compactions,
+            "topic_control": self.control,
+            "topic_dead_letter": self.dead_letter,
+            "app_id": self.app_id,
+            "data_dir": self.tmp / "data",
+            "policy_file": policy,
+            "recovery_consistency_check": "false",  # Tansu under-reports end offsets
+            **self.extra_settings,
+        }
+        self.workers = WorkerLauncher(settings, self.tmp)
+
+    @property
+    def inputs(self) -> tuple[str, str]:
+        """The two input topics."""
+        return (self.tool_calls, self.compactions)
+
+    @property
+    def bootstrap(self) -> str:
+        """The broker's host:port."""
+        return self.broker.bootstrap
+
+    async def create_topics(self) -> None:
+        """Create the input and output topics (the worker creates them too; either is fine)."""
+        names = [self.tool_calls, self.compactions, self.control, self.dead_letter]
+        await create_topics(self.bootstrap, names, PARTITIONS)
+
+    def topic_of(self, event: WireEvent) -> str:
+        """The input topic an event goes to."""
+        return self.tool_calls if is_tool_event(event) else self.compactions
+
+    async def produce(self, events: Iterable[WireEvent]) -> None:
+        """Send events in order (key run_id, acks=all); remember each partition's end."""
+        await self.produce_records(
+            (self.topic_of(ev), ev["run_id"].encode(), orjson.dumps(ev)) for ev in events
+        )
+
+    async def produce_records(self, records: Iterable[tuple[str, bytes | None, bytes]]) -> None:
+        """Send raw (topic, key, value) records in order and wait for every acknowledgement."""
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            acks="all",
+            linger_ms=5,
+            max_request_size=16 * 1024 * 1024,
+            enable_idempotence=False,
+        )
+        await producer.start()
+        try:
+            futures = [await producer.send(t, v, key=k) for t, k, v in records]
+            for meta in await asyncio.gather(*futures):
+                tp = (meta.topic, meta.partition)
+                self.ends[tp] = max(self.ends.get(tp, 0), meta.offset + 1)
+                self.produced += 1
+        finally:
+            await producer.stop()
+
+    async def committed(self) -> dict[tuple[str, int], int]:
+        """The worker group's committed offsets, (topic, partition) -> offset."""
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
+        await admin.start()
+        try:
+            # Name the partitions: Tansu's answer for "all partitions" does not decode.
+            tps = [TopicPartition(t, p) for t in self.inputs for p in range(PARTITIONS)]
+            offsets = await admin.list_consumer_group_offsets(self.app_id, partitions=tps)
+        finally:
+            await admin.close()
+        return {(tp.topic, tp.partition): om.offset for tp, om in offsets.items() if om.offset >= 0}
+
+    def behind(self, committed: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Input partitions whose committed offset is short of the produced end: how far."""
+        out = {}
+        for tp, end in self.ends.items():
+            if tp[0] in self.inputs and committed.get(tp, -1) < end:
+                out[tp] = end - max(committed.get(tp, 0), 0)
+        return out
+
+    async def wait_drained(self, deadline: float, alive: Iterable[WorkerProcess] = ()) -> None:
+        """Wait until the group's committed offsets reach the end of every input partition."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline
+        last: dict[tuple[str, int], int] = {}
+        watch = list(alive)
+        while loop.time() < end:
+            for w in watch:
+                assert w.is_running, f"worker {w.pid} exited:\n{w.log_tail()}"
+            try:
+                last = self.behind(await self.committed())
+            except KafkaError:
+                last = {("?", -1): -1}
+            if not last:
+                return
+            await asyncio.sleep(0.25)
+        logs = "\n".join(f"--- {w.log.name}\n{w.log_tail(4000)}" for w in self.workers.started)
+        pytest.fail(f"committed offsets still behind after {deadline}s: {last}\n{logs}")
+
+    async def read(self, topic: str, timeout_s: float = 60.0, idle_s: float = 1.0) -> list[Record]:
+        """Every record of `topic`, partition by partition, read until it has been quiet."""
+        count = (await topic_partitions(self.bootstrap, [topic], wait=timeout_s))[topic]
+        tps = [TopicPartition(topic, p) for p in range(count)]
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=100,
+            max_partition_fetch_bytes=16 * 1024 * 1024,
+            fetch_max_bytes=64 * 1024 * 1024,
+        )
+        await consumer.start()
+        out: dict[int, list[Record]] = {tp.partition: [] for tp in tps}
+        try:
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            # The reported end is only a floor on Tansu: read until quiet past it.
+            ends = await consumer.end_offsets(tps)
+            seen = {tp: -1 for tp in tps}
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout_s
+            quiet_since = loop.time()
+            while True:
+                now = loop.time()
+                reached = all(seen[tp] + 1 >= ends[tp] for tp in tps)
+                if reached and now - quiet_since >= idle_s:
+                    break
+                if now > deadline:
+                    raise TimeoutError(f"reading {topic!r} did not reach its end")
+                batch = await consumer.getmany(*tps, timeout_ms=100)
+                for tp, records in batch.items():
+                    for r in records:
+                        out[tp.partition].append(Record(r.partition, r.offset, r.key, r.value))
+                        seen[tp] = r.offset
+                    if records:
+                        quiet_since = loop.time()
+        finally:
+            await consumer.stop()
+        return [r for p in sorted(out) for r in out[p]]
+
+
+def json_values(records: Iterable[Record]) -> list[Any]:
+    """Decoded JSON values of records (all must be JSON)."""
+    return [orjson.loads(r.value) for r in records if r.value is not None]

@@ -1,0 +1,72 @@
+"""The broker restarts without its data while a worker runs (the embedded broker's memory store).
+
+The worker must notice, say so, and stop with exit code 75 instead of carrying on with offsets
+the broker no longer has; restarted (as a supervisor would), it recreates the topics, drops the
+run states whose changelog is gone and processes what is produced afterwards exactly like an
+offline replay of those events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from config import load_policy
+from streams.broker import EmbeddedBroker
+from streams.broker_watch import EXIT_BROKER_DATA_LOST
+from tests.chaos.drive import run_fleet
+from tests.chaos.fleet import Fleet, Oracle, chaos_fleet
+from tests.chaos.harness import POLICY, Cluster
+from tests.chaos.invariants import check
+
+
+@pytest.fixture
+def own_broker() -> Iterator[EmbeddedBroker]:
+    """A broker of this test's own: restarting it must not disturb the session's."""
+    broker = EmbeddedBroker().start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def _oracle() -> Oracle:
+    return Oracle(load_policy(POLICY), frozenset({"telegram"}))
+
+
+async def test_a_broker_that_lost_its_data_stops_the_worker_which_then_recovers(
+    own_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    cluster = Cluster(own_broker, tmp_path, tag="brk")
+    await cluster.create_topics()
+    fleet = chaos_fleet(120, seed=8, prefix="brk")
+    worker = cluster.workers.start()
+    try:
+        before = Fleet(fleet.waves[:1], fleet.runs)
+        await run_fleet(cluster, before, _oracle(), alive=lambda: [worker])
+        produced_before = cluster.produced
+
+        own_broker.restart()  # every topic and offset is gone
+        cluster.ends.clear()
+        cluster.produced = 0
+        code = await worker.wait_exit(deadline=60)
+        log = worker.log_tail(20_000)
+        assert code == EXIT_BROKER_DATA_LOST, f"worker exit {code}:\n{worker.log_tail()}"
+        assert "the broker lost this worker's data" in log
+
+        restarted = cluster.workers.start(web_port=worker.port)  # the supervisor's restart
+        after = _oracle()
+        await run_fleet(
+            cluster, Fleet(fleet.waves[1:], fleet.runs), after, alive=lambda: [restarted]
+        )
+        assert "discarding the local run states" in restarted.log_tail(200_000)
+        await check(
+            "broker restarted (data lost)",
+            cluster,
+            after,
+            notes={"events before the loss": produced_before, "worker exit": code},
+        )
+    finally:
+        cluster.workers.stop_all()

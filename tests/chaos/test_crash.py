@@ -1,0 +1,64 @@
+"""A worker SIGKILLed mid-stream and restarted; a graceful restart (SIGTERM)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from config import load_policy
+from tests.chaos.drive import run_fleet, wait_uncommitted
+from tests.chaos.fleet import Oracle, chaos_fleet
+from tests.chaos.harness import POLICY, Cluster
+from tests.chaos.invariants import check
+
+RUNS = 150
+
+
+def _oracle() -> Oracle:
+    return Oracle(load_policy(POLICY), frozenset({"telegram"}))
+
+
+async def test_a_fleet_without_faults_matches_the_oracle(cluster: Cluster) -> None:
+    fleet = chaos_fleet(RUNS, seed=1, prefix="calm")
+    oracle = _oracle()
+    worker = cluster.workers.start()
+    await run_fleet(cluster, fleet, oracle, alive=lambda: [worker])
+    await check("no fault", cluster, oracle)
+
+
+@pytest.mark.parametrize("store", ["rocksdb://", "memory://"])
+async def test_a_worker_killed_mid_stream_and_restarted_loses_nothing(
+    cluster: Cluster, store: str
+) -> None:
+    fleet = chaos_fleet(RUNS, seed=2, prefix="kill")
+    oracle = _oracle()
+    worker = cluster.workers.start(store=store)
+    workers = [worker]
+    notes: dict[str, object] = {}
+
+    async def kill_and_restart() -> None:
+        notes["uncommitted at kill"] = await wait_uncommitted(cluster, worker, 300)
+        worker.kill()
+        workers.append(cluster.workers.start(web_port=worker.port, store=store))
+
+    await run_fleet(cluster, fleet, oracle, fault=kill_and_restart, alive=lambda: workers[-1:])
+    await check(f"SIGKILL + restart ({store})", cluster, oracle, notes=notes)
+
+
+@pytest.mark.parametrize("store", ["rocksdb://", "memory://"])
+async def test_a_graceful_restart_mid_stream_loses_nothing(cluster: Cluster, store: str) -> None:
+    fleet = chaos_fleet(RUNS, seed=3, prefix="term")
+    oracle = _oracle()
+    worker = cluster.workers.start(store=store)
+    workers = [worker]
+    notes: dict[str, object] = {}
+
+    async def stop_and_restart() -> None:
+        notes["uncommitted at SIGTERM"] = await wait_uncommitted(cluster, worker, 300)
+        code = await asyncio.to_thread(worker.terminate, 30.0)
+        assert code == 0, f"graceful stop exited {code}:\n{worker.log_tail()}"
+        workers.append(cluster.workers.start(web_port=worker.port, store=store))
+
+    await run_fleet(cluster, fleet, oracle, fault=stop_and_restart, alive=lambda: workers[-1:])
+    await check(f"SIGTERM + restart ({store})", cluster, oracle, notes=notes)

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test lint typecheck unit bench bench-quick clean
+.PHONY: install run demo test lint typecheck unit bench bench-quick bench-memory clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,15 +30,19 @@ unit: $(STAMP)  ## tests that need no broker
 test: lint typecheck  ## everything CI runs: lint, types, all tests (starts its own broker)
 	$(BIN)/pytest -q
 
-bench: $(STAMP)  ## workloads E, P, L of BENCH.md
+bench: $(STAMP)  ## workloads E, P (+ direct prototype), L of BENCH.md (~14 min)
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/latency.py
 
-bench-quick: $(STAMP)
+bench-memory: $(STAMP)  ## RSS per active run at 10,000 runs (~3 min)
+	$(BIN)/python bench/memory.py
+
+bench-quick: $(STAMP)  ## all four, small (smoke figures, under 2 minutes)
 	$(BIN)/python bench/engine.py --quick
 	$(BIN)/python bench/pipeline.py --quick
 	$(BIN)/python bench/latency.py --quick
+	$(BIN)/python bench/memory.py --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,317 @@
+"""Workload L (../shared/BENCH.md): produce -> verdict latency of one worker vs an echo relay.
+
+    python bench/latency.py            # 1,000 calls/s; 10 s warm-up + 3 x 60 s per side
+    python bench/latency.py --quick    # 2 s warm-up + 2 x 5 s per side
+    python bench/latency.py --fetch-max-wait-ms 0,5,20,100   # sweep the worker's setting
+
+Starts the bundled broker on 127.0.0.1, a worker (subprocess, LOOPGUARD_FETCH_MAX_WAIT_MS as
+given) and, as the same-run baseline, a plain aiokafka echo relay (subprocess: consume ->
+produce the value unchanged, same fetch max-wait). A paced producer sends `tool_call` events
+with `want_verdict: true` (run = i mod 1000); a group-less consumer on the output topic matches
+answers by tool_call_id. Both children are stopped by PID. One JSON line per figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from streams.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
+
+PARTITIONS = 4
+RUNS = 1000
+RATE = 1000
+POLICY = {"tools": {"loopDetection": {"enabled": True}}}
+
+
+class Probe:
+    """Paced want_verdict producer plus the answer listener; latencies in ms per window."""
+
+    def __init__(self, bootstrap: str, source: str, answers: str, fetch_wait_ms: int) -> None:
+        self.bootstrap, self.source, self.answers = bootstrap, source, answers
+        self.fetch_wait_ms = fetch_wait_ms
+        self.sent: dict[str, float] = {}
+        self.latencies: list[float] = []
+        self.seqs = [0] * RUNS
+        self.n = 0
+        self._drained = asyncio.Event()
+
+    async def __aenter__(self) -> Probe:
+        self.producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks=1, linger_ms=0)
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+            fetch_max_wait_ms=self.fetch_wait_ms,
+        )  # fmt: skip
+        await self.producer.start()
+        await self.consumer.start()
+        tps = [TopicPartition(self.answers, p) for p in range(PARTITIONS)]
+        self.consumer.assign(tps)
+        await self.consumer.seek_to_end(*tps)
+        for tp in tps:  # resolve the end offsets now, not at the first answer
+            await self.consumer.position(tp)
+        self._listener = asyncio.create_task(self._listen())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._listener.cancel()
+        await asyncio.gather(self._listener, return_exceptions=True)
+        await self.consumer.stop()
+        await self.producer.stop()
+
+    async def _listen(self) -> None:
+        while True:
+            batches = await self.consumer.getmany(timeout_ms=1000)
+            now = time.perf_counter()
+            for records in batches.values():
+                for rec in records:
+                    msg = orjson.loads(rec.value)
+                    if msg.get("type") not in ("verdict", "tool_call"):
+                        continue
+                    sent = self.sent.pop(msg.get("tool_call_id"), None)
+                    if sent is not None:
+                        self.latencies.append((now - sent) * 1000)
+            if not self.sent:
+                self._drained.set()
+
+    def _event(self) -> tuple[bytes, bytes, str]:
+        i = self.n
+        self.n += 1
+        run = i % RUNS
+        self.seqs[run] += 1
+        run_id = f"lat-{run}"
+        tcid = f"call-{i}"
+        event = {
+            "type": "tool_call", "event_id": f"e{i}", "run_id": run_id, "seq": self.seqs[run],
+            "tool_call_id": tcid, "tool": "read", "args": {"path": f"/f/{i}.txt"},
+            "want_verdict": True,
+        }  # fmt: skip
+        return run_id.encode(), orjson.dumps(event), tcid
+
+    async def window(self, seconds: float) -> list[float]:
+        """Send at RATE for `seconds`, wait for the stragglers; the window's latencies."""
+        self.latencies = []
+        self.sent.clear()
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        count = int(seconds * RATE)
+        done = 0
+        while done < count:
+            due = min(count, int((loop.time() - start) * RATE) + 1)
+            while done < due:
+                key, value, tcid = self._event()
+                self.sent[tcid] = time.perf_counter()
+                await self.producer.send(self.source, value, key=key)
+                done += 1
+            await asyncio.sleep(0.001)
+        self._drained.clear()
+        if self.sent:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._drained.wait(), 5)
+        # An answer still missing after 5 s counts as slower than any answered one.
+        return list(self.latencies) + [float("inf")] * len(self.sent)
+
+
+def _start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def _ready(probe: Probe, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Wait until the side answers (a consumer group joins in ~3 s on Tansu)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 60
+    while loop.time() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"child exited, see {log}")
+        if any(x != float("inf") for x in await probe.window(0.05)):
+            return
+    raise RuntimeError(f"no answer within 60 s, see {log}")
+
+
+async def measure_side(
+    name: str, cmd: list[str], env: dict[str, str], bootstrap: str, source: str, answers: str,
+    fetch_wait_ms: int, warmup: float, window: float, runs: int, workdir: Path,
+) -> list[list[float]]:  # fmt: skip
+    """Start one side, warm it up, measure `runs` windows; per-window latency lists."""
+    log = workdir / f"{name}.log"
+    proc = _start(cmd, env, log)
+    try:
+        async with Probe(bootstrap, source, answers, fetch_wait_ms) as probe:
+            await _ready(probe, proc, log)
+            await probe.window(warmup)
+            return [await probe.window(window) for _ in range(runs)]
+    finally:
+        _stop(proc)
+
+
+def _pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def _num(value: float) -> float | None:
+    """JSON-safe: an unanswered percentile (infinite) prints as null."""
+    return None if value == float("inf") else round(value, 2)
+
+
+def _lost(windows: list[list[float]]) -> list[int]:
+    return [sum(1 for x in w if x == float("inf")) for w in windows]
+
+
+def _figure(
+    name: str, fetch_wait: int, worker: list[float], relay: list[float], **extra: object
+) -> str:
+    w_med, r_med = statistics.median(worker), statistics.median(relay)
+    ratio = w_med / max(r_med, 1e-9) if float("inf") not in (w_med, r_med) else None
+    return json.dumps(
+        {
+            "workload": "L",
+            "figure": name,
+            "unit": "ms",
+            "fetch_max_wait_ms": fetch_wait,
+            "median": _num(w_med),
+            "min": _num(min(worker)),
+            "max": _num(max(worker)),
+            "runs": [_num(v) for v in worker],
+            "baseline": "aiokafka echo relay (consume -> produce)",
+            "baseline_median": _num(r_med),
+            "baseline_runs": [_num(v) for v in relay],
+            "ratio": None if ratio is None else round(ratio, 3),
+            **extra,
+        }
+    )
+
+
+async def _bench(args: argparse.Namespace, workdir: Path) -> None:
+    warmup, window, runs = (2.0, 5.0, 2) if args.quick else (10.0, args.seconds, args.runs)
+    waits = [int(w) for w in str(args.fetch_max_wait_ms).split(",")]
+    policy = workdir / "openclaw.json"
+    policy.write_bytes(orjson.dumps(POLICY))
+    for wait in waits:
+        w = await _one_side(args, "worker", wait, policy, warmup, window, runs, workdir)
+        r = await _one_side(args, "relay", wait, policy, warmup, window, runs, workdir)
+        _report(wait, w, r)
+
+
+async def _one_side(
+    args: argparse.Namespace, side: str, wait: int, policy: Path, warmup: float,
+    window: float, runs: int, workdir: Path,
+) -> list[list[float]]:  # fmt: skip
+    """One side on its own fresh broker (Tansu slows down as its memory store fills)."""
+    with EmbeddedBroker(log_dir=workdir) as broker:
+        tag = f"l{wait}"
+        names = [f"{tag}.{n}" for n in ("tool-calls", "compactions", "control", "dead")]
+        relay_in, relay_out = f"{tag}.relay-in", f"{tag}.relay-out"
+        await create_topics(broker.bootstrap, [*names, relay_in, relay_out], PARTITIONS)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
+        env.update(
+            LOOPGUARD_BROKER=broker.url, LOOPGUARD_TOPIC_TOOL_CALLS=names[0],
+            LOOPGUARD_TOPIC_COMPACTIONS=names[1], LOOPGUARD_TOPIC_CONTROL=names[2],
+            LOOPGUARD_TOPIC_DEAD_LETTER=names[3], LOOPGUARD_APP_ID=f"lat{tag}",
+            LOOPGUARD_DATA_DIR=str(workdir / "data"), LOOPGUARD_WEB_PORT=str(free_port()),
+            LOOPGUARD_POLICY_FILE=str(policy), LOOPGUARD_FETCH_MAX_WAIT_MS=str(wait),
+            LOOPGUARD_RECOVERY_CONSISTENCY_CHECK="false", LOOPGUARD_LOG_LEVEL="warning",
+        )  # fmt: skip
+        if side == "worker":
+            cmd = [sys.executable, "-m", "streams.main", "worker"]
+            source, answers = names[0], names[2]
+        else:
+            cmd = [sys.executable, __file__, "--echo-relay", broker.bootstrap, relay_in,
+                   relay_out, str(wait)]  # fmt: skip
+            source, answers = relay_in, relay_out
+        return await measure_side(
+            f"{side}-{tag}", cmd, env, broker.bootstrap, source, answers, wait, warmup, window,
+            runs, workdir,
+        )  # fmt: skip
+
+
+def _report(wait: int, w: list[list[float]], r: list[list[float]]) -> None:
+    """Per-window lines on stderr, one JSON line per figure on stdout."""
+    for i, (wl, rl) in enumerate(zip(w, r, strict=True)):
+        print(
+            f"# fetch {wait} ms run {i + 1}: worker p50 {_pct(wl, 0.5):.1f} "
+            f"p99 {_pct(wl, 0.99):.1f} max {max(wl):.1f} ms (lost {_lost([wl])[0]}); relay "
+            f"p50 {_pct(rl, 0.5):.1f} p99 {_pct(rl, 0.99):.1f} max {max(rl):.1f} ms "
+            f"(lost {_lost([rl])[0]})",
+            file=sys.stderr,
+        )
+    lost = {"lost_per_run": _lost(w), "baseline_lost_per_run": _lost(r)}
+    for fig, q in (("verdict_p50_ms", 0.5), ("verdict_p99_ms", 0.99)):
+        print(_figure(fig, wait, [_pct(x, q) for x in w], [_pct(x, q) for x in r], **lost))
+    print(_figure("verdict_max_ms", wait, [max(x) for x in w], [max(x) for x in r], **lost))
+
+
+async def echo_relay(bootstrap: str, source: str, sink: str, fetch_wait_ms: int) -> None:
+    """The baseline child: consume every partition of `source`, produce each value to `sink`."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+        fetch_max_wait_ms=fetch_wait_ms,
+    )  # fmt: skip
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
+    await consumer.start()
+    await producer.start()
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    tps = [TopicPartition(source, p) for p in range(PARTITIONS)]
+    consumer.assign(tps)
+    await consumer.seek_to_end(*tps)
+    try:
+        while not stop.is_set():
+            batches = await consumer.getmany(timeout_ms=200)
+            for records in batches.values():
+                for rec in records:
+                    await producer.send(sink, rec.value, key=rec.key)
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+def main() -> None:
+    """Run workload L (or, with --echo-relay, be the baseline child)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="2 s warm-up + 2 x 5 s per side")
+    ap.add_argument("--runs", type=int, default=3, help="measured windows per side")
+    ap.add_argument("--seconds", type=float, default=60.0, help="length of a measured window")
+    ap.add_argument("--fetch-max-wait-ms", default="5", help="worker and relay; comma list")
+    ap.add_argument("--echo-relay", nargs=4, metavar=("BOOTSTRAP", "IN", "OUT", "WAIT_MS"))
+    args = ap.parse_args()
+    if args.echo_relay:
+        bootstrap, source, sink, wait = args.echo_relay
+        asyncio.run(echo_relay(bootstrap, source, sink, int(wait)))
+        return
+    workdir = Path(tempfile.mkdtemp(prefix="loopguard-latency-"))
+    try:
+        asyncio.run(_bench(args, workdir))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

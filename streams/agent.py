@@ -115,6 +115,11 @@ class RunProcessor:
                 return
             await self._outbox.wait_delivered()
             self.checkpoint()
+            # Table writes queue in Faust's producer buffer, whose own flush gives up after
+            # 0.1 s without a send; drain it fully so no offset is committed ahead of its state.
+            buffer = self._w.app.producer.buffer
+            while buffer.size:
+                await buffer.flush()
 
     def checkpoint(self) -> None:
         """Write each changed run's state to the table (synchronous: no batch interleaves)."""

@@ -62,8 +62,22 @@ class FakeTable(dict[bytes, bytes]):
         super().__setitem__(key, value)
 
 
+class FakeBuffer:
+    """Faust's producer buffer: messages queued by table writes, drained by flush()."""
+
+    size = 0
+    drains = 0
+
+    async def flush(self) -> None:
+        self.drains += 1
+        self.size = 0
+
+
 class FakeProducer:
     flushes = 0
+
+    def __init__(self) -> None:
+        self.buffer = FakeBuffer()
 
     async def flush(self) -> None:
         self.flushes += 1
@@ -201,3 +215,11 @@ async def test_a_rebalance_drops_the_cache_and_the_table_copy_takes_over(harness
     # seq 1 is new again for the table's (empty) state: the stale cached run is gone.
     assert harness.sample("loopguard_duplicates_total") == 0.0
     assert harness.sample("loopguard_runs_active") == 1.0
+
+
+async def test_a_checkpoint_drains_the_producer_buffer_before_the_commit(harness: Harness) -> None:
+    await harness.processor.process([harness.event(e) for e in calls("q", 2)])
+    harness.app.producer.buffer.size = 3  # changelog records still queued in Faust's buffer
+    await harness.processor.before_commit()
+    assert (harness.app.producer.buffer.size, harness.table.writes) == (0, 1)
+    assert harness.app.producer.buffer.drains >= 1

@@ -171,7 +171,11 @@ def fleet_events(
         run_events(r, seed, privacy=privacy, stuck_calls=stuck_calls, end=end_runs)[::-1]
         for r in fleet_plan(runs, seed, prefix=prefix)
     ]
-    rng = random.Random(f"{seed}:interleave")
+    return interleave(queues, random.Random(f"{seed}:interleave"))
+
+
+def interleave(queues: list[list[WireEvent]], rng: random.Random) -> list[WireEvent]:
+    """Merge queues (each popped from its end) in a seeded random order, keeping each's order."""
     out: list[WireEvent] = []
     active = [q for q in queues if q]
     while active:

@@ -7,29 +7,45 @@ The result is deterministic for a given topic: partitions in order, each in offs
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.broker import topic_partitions
 
 
-async def read_topic(
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    """One record read back from a topic."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+async def read_topic_records(
     bootstrap: str, topic: str, timeout_s: float = 60.0, idle_s: float = 0.5
-) -> list[bytes]:
-    """Every message value of `topic`, partition by partition, in offset order."""
+) -> list[TopicRecord]:
+    """Every record of `topic`, partition by partition, in offset order."""
     count = (await topic_partitions(bootstrap, [topic], wait=timeout_s))[topic]
     tps = [TopicPartition(topic, p) for p in range(count)]
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=100,
+        max_partition_fetch_bytes=16 * 1024 * 1024,
+        fetch_max_bytes=64 * 1024 * 1024,
     )
     await consumer.start()
+    out: dict[int, list[TopicRecord]] = {tp.partition: [] for tp in tps}
     try:
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         # Tansu reports too low an end offset for partitions written in batches, so the
         # reported end is only a floor: keep reading until the topic has been quiet a while.
         ends = await consumer.end_offsets(tps)
-        values: dict[int, list[bytes]] = {tp.partition: [] for tp in tps}
         seen = {tp: -1 for tp in tps}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
@@ -43,14 +59,22 @@ async def read_topic(
                 raise TimeoutError(f"reading {topic!r} did not reach its end in {timeout_s}s")
             batch = await consumer.getmany(*tps, timeout_ms=100)
             for tp, records in batch.items():
-                for rec in records:
-                    values[tp.partition].append(rec.value or b"")
-                    seen[tp] = rec.offset
+                for r in records:
+                    out[tp.partition].append(TopicRecord(r.partition, r.offset, r.key, r.value))
+                    seen[tp] = r.offset
                 if records:
                     quiet_since = loop.time()
-        return [v for p in sorted(values) for v in values[p]]
     finally:
         await consumer.stop()
+    return [r for p in sorted(out) for r in out[p]]
+
+
+async def read_topic(
+    bootstrap: str, topic: str, timeout_s: float = 60.0, idle_s: float = 0.5
+) -> list[bytes]:
+    """Every message value of `topic`, partition by partition, in offset order."""
+    records = await read_topic_records(bootstrap, topic, timeout_s, idle_s)
+    return [r.value or b"" for r in records]
 
 
 def read_topic_lines(bootstrap: str, topic: str) -> list[bytes]:

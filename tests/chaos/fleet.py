@@ -25,7 +25,7 @@ from typing import Any
 from config import Policy
 from detectors import Decision, RunState
 from streams.replay import Replayer
-from streams.simulate import fleet_events
+from streams.simulate import fleet_events, interleave
 
 WireEvent = dict[str, Any]
 TOOL_EVENTS = frozenset({"tool_call", "tool_result"})
@@ -103,20 +103,8 @@ def chaos_fleet(runs: int, seed: int, *, prefix: str = "c") -> Fleet:
     waves = []
     for k in range(depth):
         queues = [list(reversed(s[k])) for s in shaped.values() if len(s) > k]
-        waves.append(_interleave(queues, random.Random(f"{seed}:wave:{k}")))
+        waves.append(interleave(queues, random.Random(f"{seed}:wave:{k}")))
     return Fleet(waves, list(order))
-
-
-def _interleave(queues: list[list[WireEvent]], rng: random.Random) -> list[WireEvent]:
-    out: list[WireEvent] = []
-    active = [q for q in queues if q]
-    while active:
-        i = rng.randrange(len(active))
-        out.append(active[i].pop())
-        if not active[i]:
-            active[i] = active[-1]
-            active.pop()
-    return out
 
 
 def delay_compactions(fleet: Fleet) -> Fleet:
@@ -155,7 +143,7 @@ def delay_compactions(fleet: Fleet) -> Fleet:
     waves = []
     for k in range(depth):
         queues = [list(reversed(s[k])) for s in moved.values() if len(s) > k]
-        waves.append(_interleave(queues, random.Random(f"late:{k}")))
+        waves.append(interleave(queues, random.Random(f"late:{k}")))
     return Fleet(waves, fleet.runs)
 
 

@@ -49,8 +49,6 @@ class Settings(BaseSettings):
     heartbeat_ms: int = Field(default=1_000, ge=100, le=60_000)
     rebalance_timeout_ms: int = Field(default=6_000, ge=1_000, le=600_000)
     recovery_consistency_check: bool = True
-    # Exit (code 75, to be restarted) when unread input waits this long with nothing read.
-    stall_seconds: float = Field(default=20.0, gt=0)
 
     # Run-state table.
     store: Store = "rocksdb://"

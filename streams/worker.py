@@ -21,7 +21,6 @@ from streams.app import Wiring, build_app, changelog_topic
 from streams.broker_watch import EXIT_BROKER_DATA_LOST, BrokerWatch, discard_orphaned_state
 from streams.metrics import Metrics
 from streams.outbox import BatchOutbox
-from streams.stall_watch import EXIT_STALLED, StallWatch
 
 __all__ = ["TopicSetupError", "assemble", "ensure_topics", "run_worker"]
 
@@ -129,7 +128,6 @@ def run_worker(settings: Settings) -> int:
     loop.run_until_complete(ensure_topics(settings))
     wiring, _ = assemble(settings)
     watch = _install_broker_watch(wiring, settings)
-    stall = _install_stall_watch(wiring, settings)
     worker = _Worker(
         wiring.app,
         loop=loop,
@@ -148,8 +146,6 @@ def run_worker(settings: Settings) -> int:
     except SystemExit as exc:
         if watch.lost is not None:
             return EXIT_BROKER_DATA_LOST  # a supervisor restarts the worker: it recovers
-        if stall.stalled is not None:
-            return EXIT_STALLED  # likewise: it resumes from the committed offsets
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
     return 0
 
@@ -167,24 +163,6 @@ def _install_broker_watch(wiring: Wiring, settings: Settings) -> BrokerWatch:
     @wiring.app.timer(interval=BROKER_WATCH_INTERVAL_S)
     async def broker_watch() -> None:
         """See streams/broker_watch.py."""
-        await watch.check()
-
-    return watch
-
-
-def _install_stall_watch(wiring: Wiring, settings: Settings) -> StallWatch:
-    """Check every few seconds that a worker with unread input is still reading it."""
-    watch = StallWatch(
-        wiring.app,
-        settings.app_id,
-        settings.input_topics,
-        settings.bootstrap_servers,
-        settings.stall_seconds,
-    )
-
-    @wiring.app.timer(interval=max(1.0, settings.stall_seconds / 4))
-    async def stall_watch() -> None:
-        """See streams/stall_watch.py."""
         await watch.check()
 
     return watch

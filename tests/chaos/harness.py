@@ -22,11 +22,12 @@ from typing import Any
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from streams.broker import EmbeddedBroker, create_topics, topic_partitions
+from streams.broker import EmbeddedBroker, create_topics
+from streams.topic_reader import TopicRecord, read_topic_records
 from tests.chaos.fleet import WireEvent, is_tool_event
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
@@ -34,14 +35,7 @@ PARTITIONS = 4
 POLICY = {"tools": {"loopDetection": {"enabled": True}}}
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One record read back from a topic."""
-
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
+Record = TopicRecord  # one record read back from a topic
 
 
 @dataclass
@@ -166,44 +160,7 @@ class Cluster:
 
     async def read(self, topic: str, timeout_s: float = 60.0, idle_s: float = 1.0) -> list[Record]:
         """Every record of `topic`, partition by partition, read until it has been quiet."""
-        count = (await topic_partitions(self.bootstrap, [topic], wait=timeout_s))[topic]
-        tps = [TopicPartition(topic, p) for p in range(count)]
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=100,
-            max_partition_fetch_bytes=16 * 1024 * 1024,
-            fetch_max_bytes=64 * 1024 * 1024,
-        )
-        await consumer.start()
-        out: dict[int, list[Record]] = {tp.partition: [] for tp in tps}
-        try:
-            consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
-            # The reported end is only a floor on Tansu: read until quiet past it.
-            ends = await consumer.end_offsets(tps)
-            seen = {tp: -1 for tp in tps}
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + timeout_s
-            quiet_since = loop.time()
-            while True:
-                now = loop.time()
-                reached = all(seen[tp] + 1 >= ends[tp] for tp in tps)
-                if reached and now - quiet_since >= idle_s:
-                    break
-                if now > deadline:
-                    raise TimeoutError(f"reading {topic!r} did not reach its end")
-                batch = await consumer.getmany(*tps, timeout_ms=100)
-                for tp, records in batch.items():
-                    for r in records:
-                        out[tp.partition].append(Record(r.partition, r.offset, r.key, r.value))
-                        seen[tp] = r.offset
-                    if records:
-                        quiet_since = loop.time()
-        finally:
-            await consumer.stop()
-        return [r for p in sorted(out) for r in out[p]]
+        return await read_topic_records(self.bootstrap, topic, timeout_s, idle_s)
 
 
 def json_values(records: Iterable[Record]) -> list[Any]:

@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from streams.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
+from streams.processes import stop_process  # noqa: E402
 
 PARTITIONS = 4
 RUNS = 1000
@@ -134,13 +135,7 @@ def _start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[b
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    stop_process(proc, timeout=30)
 
 
 async def _ready(probe: Probe, proc: subprocess.Popen[bytes], log: Path) -> None:

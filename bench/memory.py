@@ -18,7 +18,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from bench.pipeline import PARTITIONS, POLICY, _events_done, prefill, workload  
 from config import load_policy  # noqa: E402
 from detectors import RunState, parse_event, process_event  # noqa: E402
 from streams.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
+from streams.processes import stop_process  # noqa: E402
 
 ACTIVE_RUNS = 10_000
 TARGET_BYTES = 4096
@@ -102,12 +102,7 @@ async def one_worker(
         await asyncio.sleep(1)
         after = rss_bytes(proc.pid)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=60)
         log.close()
     return (after - before) / ACTIVE_RUNS
 

@@ -17,7 +17,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.direct import direct_worker  # noqa: E402
 from streams.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
+from streams.processes import stop_process  # noqa: E402
 
 PARTITIONS = 4
 RUNS = 1000
@@ -219,12 +219,7 @@ async def run_worker(
         else:
             raise RuntimeError("worker did not finish within 600 s")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=60)
         log.close()
     # The worker checkpoints run states before each commit, and once more when it stops:
     # the changelog is complete only now.

@@ -23,7 +23,6 @@ import atexit
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -35,6 +34,8 @@ from types import MappingProxyType, TracebackType
 from typing import Final
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from streams.processes import stop_process
 
 __all__ = [
     "CONSUMER_TIMEOUTS",
@@ -232,13 +233,7 @@ class EmbeddedBroker:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()  # SIGKILL, to this PID only
-                proc.wait(timeout)
+        stop_process(proc, timeout)
 
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM the broker (SIGKILL after `timeout`), wait for it, remove a temp log dir."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.broker import EmbeddedBroker, free_port, topic_partitions
 from streams.client import Topics
+from streams.processes import stop_process
 from streams.simulate import simulate
 
 READY_TIMEOUT_S = 90.0
@@ -148,13 +148,8 @@ def up_main(demo: bool, runs: int = 50) -> int:
     except KeyboardInterrupt:
         print("\nstopping…", flush=True)
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if proc is not None:
+            stop_process(proc, timeout=20)
         if broker is not None:
             broker.stop()
     return 0

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import signal
 import subprocess
 import sys
 import urllib.request
@@ -26,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from streams.broker import free_port
+from streams.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[1]
 _VMRSS = re.compile(r"^VmRSS:\s+(\d+)\s+kB", re.MULTILINE)
@@ -95,14 +95,7 @@ class WorkerProcess:
 
     def terminate(self, timeout: float = 30.0) -> int:
         """SIGTERM this worker, wait for a graceful exit (SIGKILL after `timeout`); its code."""
-        if self.is_running:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return int(self.proc.returncode)
+        return stop_process(self.proc, timeout)
 
     async def wait_exit(self, deadline: float) -> int | None:
         """Wait up to `deadline` s for the process to exit by itself; its code, or None."""

@@ -72,6 +72,37 @@ class _TunedConsumer(faust_aiokafka.Consumer):
                 await hook()
         return bool(await super().force_commit(topics, start_new_transaction=start_new_transaction))
 
+    async def perform_seek(self) -> None:
+        """Seek to the committed offsets with the flow stopped, so no fetch straddles the seek.
+
+        Faust's recovery resumes the fetcher before it seeks the stream partitions. Records
+        fetched before the seek kept flowing while it ran; the seek then rewound Faust's read
+        offsets under them, its gap detector took the next record for a hole in the partition,
+        and the phantom gap (which also repeats that record's offset, see `_add_gap`) held
+        the partition's commits to one offset per commit interval: the restarted worker read
+        everything and committed almost nothing (tests/chaos/test_crash.py, graceful
+        restart). With the flow stopped, an in-flight `getmany` stops yielding and the next
+        one waits; what it had fetched is read again from the committed offsets.
+        """
+        was_active = self.flow_active
+        self.stop_flow()
+        try:
+            await super().perform_seek()
+        finally:
+            if was_active:
+                self.resume_flow()
+
+    async def _add_gap(self, tp: Any, offset_from: int, offset_to: int) -> None:
+        """Record a hole in a partition's offsets, without the offset of the record after it.
+
+        Faust calls this with `offset_to` = the offset of the record that follows the hole,
+        and stores `[offset_from, offset_to]` inclusive; that record is then acked as well, so
+        its offset is in the acked list twice and `_new_offset` (which commits up to the first
+        break in a run of consecutive offsets) advances one offset per commit from there on.
+        The hole is `[offset_from, offset_to - 1]`.
+        """
+        await super()._add_gap(tp, offset_from, offset_to - 1)
+
 
 class _TunedTransport(faust_aiokafka.Transport):
     """Faust's aiokafka transport, building the tuned consumer."""

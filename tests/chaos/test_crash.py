@@ -46,14 +46,7 @@ async def test_a_worker_killed_mid_stream_and_restarted_loses_nothing(
     await check(f"SIGKILL + restart ({store})", cluster, oracle, notes=notes)
 
 
-GRACEFUL_STALL = pytest.mark.xfail(
-    reason="known open defect (docs/reliability.md): on Tansu, about one graceful restart in "
-    "three to six with the memory store leaves the restarted worker reading nothing",
-    strict=False,
-)
-
-
-@pytest.mark.parametrize("store", ["rocksdb://", pytest.param("memory://", marks=GRACEFUL_STALL)])
+@pytest.mark.parametrize("store", ["rocksdb://", "memory://"])
 async def test_a_graceful_restart_mid_stream_loses_nothing(cluster: Cluster, store: str) -> None:
     fleet = chaos_fleet(RUNS, seed=3, prefix="term")
     oracle = _oracle()

@@ -6,6 +6,7 @@ Every function is pure and matches OpenClaw byte for byte, so hashes interoperat
 from __future__ import annotations
 
 import re
+import sys
 from hashlib import sha256
 from typing import Final
 
@@ -65,7 +66,8 @@ def js_trim(s: str) -> str:
 def normalize_tool(name: str) -> str:
     """Trim and lower-case a tool name; bash → exec, apply-patch → apply_patch, empty → tool."""
     trimmed = name.strip(_JS_WHITESPACE).lower()
-    return _TOOL_ALIASES.get(trimmed, trimmed) or "tool"
+    # Interned: every record of every run shares one string per tool name (~54 B a record).
+    return sys.intern(_TOOL_ALIASES.get(trimmed, trimmed) or "tool")
 
 
 def digest(value: JSONLike) -> str:

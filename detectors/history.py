@@ -6,6 +6,8 @@ it newest first; none of them include the call being decided.
 
 from __future__ import annotations
 
+import sys
+
 from detectors.hashing import outcome_unknown_tool_name, result_hash
 from detectors.state import RunState
 from detectors.values import Outcome, Record, Thresholds, ToolCall
@@ -31,6 +33,7 @@ def record_outcome(
     rhash = result_hash(call.tool, call.args, outcome, th.channel_tools)
     if rhash is None:
         return None
+    rhash = sys.intern(rhash)  # runs that see the same result share one string
     unknown = outcome_unknown_tool_name(outcome)
     history = state.history
     tool, ahash, tcid = call.tool, call.args_hash, call.tool_call_id
@@ -39,10 +42,11 @@ def record_outcome(
         if tcid and rec.tool_call_id != tcid:
             continue
         if rec.result_hash is None and rec.args_hash == ahash and rec.tool == tool:
-            done = Record(tool, ahash, rec.tool_call_id, rhash, unknown, seq)
+            # A completed record needs no tool_call_id (it pairs a pending one; not persisted).
+            done = Record(tool, ahash, None, rhash, unknown, seq)
             history[i] = done
             return done
-    done = Record(tool, ahash, tcid, rhash, unknown, seq)
+    done = Record(tool, ahash, None, rhash, unknown, seq)
     history.append(done)
     _trim(history, th.history_size)
     return done

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import re
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -100,7 +101,7 @@ class RunState:
         if not isinstance(doc, dict) or doc.get("v") != FORMAT_VERSION:
             raise InvalidState("not a RunState of format 1")
         try:
-            table = [_unpack(s) for s in doc.get("t", [])]
+            table = [sys.intern(_unpack(s)) for s in doc.get("t", [])]  # shared by runs
             history = []
             seq = 0
             for row in doc.get("h", []):

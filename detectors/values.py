@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Final, Literal, TypeAlias
@@ -86,6 +87,7 @@ class ToolCall:
         self.tool = name = hashing.normalize_tool(self.tool)
         if not self.args_hash:
             self.args_hash = f"{name}:{hashing.digest(self.args)}"
+        self.args_hash = sys.intern(self.args_hash)  # repeated calls share one string
         if self.action is None and type(self.args) is dict:
             action = self.args.get("action")
             self.action = action if isinstance(action, str) else None

@@ -3,12 +3,29 @@
     python bench/memory.py            # 10,000 runs x 15 calls; 3 workers (no warm-up: a
                                       # fresh process each, and RSS is not a rate)
     python bench/memory.py --quick    # 10,000 runs x 3 calls; 1 worker
+    python bench/memory.py --slope    # also 2,500 runs (same calls per run): per-run slope
+    python bench/memory.py --runs 1000 5000 10000 --store memory:// --probe
+    python bench/memory.py --slope --probe --table-options '{"write_buffer_size": 2097152}' \
+        --patches evict,trim --order run-major   # candidate savings
 
 Starts the bundled broker on 127.0.0.1; each worker (subprocess, fresh topics and group) is
 started over empty topics, its RSS read from /proc once it idles in its group, then the bench
-sends `calls` x 2 events of workload P's `mixed` calls spread over 10,000 runs and reads the RSS
-again once /metrics counts them all. Figure: (RSS after - RSS before) / runs, in bytes, beside
+sends `calls` x 2 events of workload P's `mixed` calls spread over N runs and reads the RSS
+again once /metrics counts them all. Figure: (RSS after - RSS before) / N, in bytes, beside
 the target (4,096 B) and the mean compact `RunState` size those runs serialise to.
+
+The first JSON line is that figure at the largest N (10,000 by default). With several N
+(`--runs` or `--slope`) a second line gives the least-squares slope of RSS growth over N
+(the cost of one more active run) and its intercept (the growth any worker shows whatever
+its run count: memtable and buffer high-water, pymalloc and glibc arenas). With `--probe`
+the workers run bench/memory_probe.py (the same worker plus a /memprobe page) and one more
+line per N attributes the growth: run cache, table store (RocksDB memtables or the memory
+store's dict), glibc and pymalloc free-but-kept memory, and what malloc_trim gives back.
+`--table-options` (RocksDB options of the run-state table) and `--patches` (candidate engine
+and agent changes, bench/memory_patches.py) measure savings without editing streams/ or
+detectors/; `--order run-major` sends each run's calls together, so few runs are touched
+between two checkpoints (most active runs idle, as in production), where the default
+interleaving touches every run between any two.
 """
 
 from __future__ import annotations
@@ -23,7 +40,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -38,6 +57,7 @@ from streams.processes import stop_process  # noqa: E402
 
 ACTIVE_RUNS = 10_000
 TARGET_BYTES = 4096
+PROBE = REPO / "bench" / "memory_probe.py"
 
 
 def rss_bytes(pid: int) -> int:
@@ -57,30 +77,57 @@ def state_size(records: list[tuple[bytes, bytes]]) -> float:
     return statistics.mean(len(s.to_json()) for s in states.values())
 
 
+def _probe(web: str, trim: bool = False) -> dict[str, Any]:
+    """A probe worker's /memprobe breakdown."""
+    url = web + "/memprobe" + ("?trim=1" if trim else "")
+    with urllib.request.urlopen(url, timeout=60) as resp:
+        return json.loads(resp.read())
+
+
 async def one_worker(
-    broker: EmbeddedBroker, tag: str, records: list[tuple[bytes, bytes]], workdir: Path
-) -> float:
-    """Bytes of RSS per active run for one fresh worker."""
+    broker: EmbeddedBroker,
+    tag: str,
+    records: list[tuple[bytes, bytes]],
+    workdir: Path,
+    options: argparse.Namespace,
+) -> dict[str, Any]:
+    """RSS growth (bytes) of one fresh worker over these records, plus its probe reports."""
     source = f"mem{tag}.tool-calls"
     names = [source, f"mem{tag}.compactions", f"mem{tag}.control", f"mem{tag}.dead-letter"]
     await create_topics(broker.bootstrap, names, PARTITIONS)
     port = free_port()
     policy = workdir / "openclaw.json"
     policy.write_bytes(orjson.dumps(POLICY))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LOOPGUARD_", "MEMPROBE_", "PYTHONTRACEMALLOC"))
+    }
     env.update(
         LOOPGUARD_BROKER=broker.url, LOOPGUARD_TOPIC_TOOL_CALLS=names[0],
         LOOPGUARD_TOPIC_COMPACTIONS=names[1], LOOPGUARD_TOPIC_CONTROL=names[2],
         LOOPGUARD_TOPIC_DEAD_LETTER=names[3], LOOPGUARD_APP_ID=f"mem{tag}",
         LOOPGUARD_DATA_DIR=str(workdir / "data"), LOOPGUARD_WEB_PORT=str(port),
         LOOPGUARD_POLICY_FILE=str(policy), LOOPGUARD_RECOVERY_CONSISTENCY_CHECK="false",
+        LOOPGUARD_STORE=options.store,
     )  # fmt: skip
+    for item in options.env:
+        key, _, value = item.partition("=")
+        env[key] = value
+    if options.table_options:
+        env["MEMPROBE_TABLE_OPTIONS"] = options.table_options
+    if options.patches:
+        env["MEMPROBE_PATCHES"] = options.patches
+    if options.tracemalloc:
+        env["PYTHONTRACEMALLOC"] = str(options.tracemalloc)
+    probing = options.probe or bool(options.table_options or options.patches)
+    argv = [str(PROBE)] if probing else ["-m", "streams.main", "worker"]
     log = (workdir / f"worker-{tag}.log").open("wb")
     proc = subprocess.Popen(  # noqa: ASYNC220 -- a child we poll over HTTP, not await
-        [sys.executable, "-m", "streams.main", "worker"], cwd=REPO, env=env, stdout=log,
-        stderr=subprocess.STDOUT,
+        [sys.executable, *argv], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     web = f"http://127.0.0.1:{port}"
+    out: dict[str, Any] = {}
     try:
         deadline = time.monotonic() + 30
         while True:  # up and serving /metrics, then a few seconds to join its group
@@ -93,6 +140,8 @@ async def one_worker(
                 await asyncio.sleep(0.2)
         await asyncio.sleep(6)
         before = rss_bytes(proc.pid)
+        if options.probe:
+            out["probe_before"] = await asyncio.to_thread(_probe, web)
         await prefill(broker.bootstrap, source, records)
         deadline = time.monotonic() + 600
         while await asyncio.to_thread(_events_done, web) < len(records):
@@ -101,50 +150,210 @@ async def one_worker(
             await asyncio.sleep(0.2)
         await asyncio.sleep(1)
         after = rss_bytes(proc.pid)
+        if options.probe:
+            out["probe_after"] = await asyncio.to_thread(_probe, web, True)
     finally:
         stop_process(proc, timeout=60)
         log.close()
-    return (after - before) / ACTIVE_RUNS
+    out.update(before=before, after=after, growth=after - before)
+    return out
+
+
+def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares (slope, intercept) of growth bytes over active runs."""
+    xs = [float(x) for x, _ in points]
+    ys = [y for _, y in points]
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
+    return slope, my - slope * mx
+
+
+def breakdown(n: int, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-run attribution of one N's growth: medians over workers of the probe deltas."""
+
+    def per_run(get: Any) -> int:
+        return round(statistics.median(get(r) for r in results) / n)
+
+    def delta(r: dict[str, Any], *path: str) -> float:
+        a, b = r["probe_after"], r["probe_before"]
+        for p in path:
+            a, b = a.get(p, {}), b.get(p, {})
+        return float((a or 0) - (b or 0))
+
+    def after(r: dict[str, Any], *path: str) -> float:
+        a = r["probe_after"]
+        for p in path:
+            a = a.get(p, {})
+        return float(a or 0)
+
+    table = results[0]["probe_after"]["table"]
+    parts: dict[str, Any] = {
+        "rss_growth": per_run(lambda r: r["growth"]),
+        "rss_growth_after_trim": per_run(
+            lambda r: r["probe_after"]["after_trim"]["rss"] - r["before"]
+        ),
+        "run_cache_deep": per_run(lambda r: after(r, "cache", "deep_bytes")),
+        "smaps_heap": per_run(lambda r: delta(r, "smaps", "heap")),
+        "smaps_anon_mmap": per_run(lambda r: delta(r, "smaps", "anon_mmap")),
+        "smaps_file": per_run(lambda r: delta(r, "smaps", "file")),
+        "malloc_in_use": per_run(lambda r: delta(r, "malloc", "in_use")),
+        "malloc_free_kept": per_run(lambda r: delta(r, "malloc", "free_kept")),
+        "malloc_mmapped": per_run(lambda r: delta(r, "malloc", "mmapped")),
+        "malloc_after_trim_free_kept": per_run(
+            lambda r: r["probe_after"]["after_trim"]["malloc"]["free_kept"]
+            - r["probe_before"]["malloc"]["free_kept"]
+        ),
+        "pymalloc_arenas": per_run(lambda r: delta(r, "pymalloc", "arenas_bytes")),
+        "pymalloc_used": per_run(lambda r: delta(r, "pymalloc", "used_blocks")),
+        "pymalloc_free": per_run(lambda r: delta(r, "pymalloc", "free_blocks")),
+    }  # fmt: skip
+    if "changelog_applied" in results[0]["probe_after"]:
+        parts["changelog_rows_applied_per_run"] = round(
+            statistics.median(after(r, "changelog_applied", "events") for r in results) / n, 2
+        )
+        parts["store_sets_per_run"] = round(
+            statistics.median(after(r, "changelog_applied", "store_sets") for r in results) / n, 2
+        )
+    if "checkpoints" in results[0]["probe_after"]:
+        parts["checkpoints"] = round(statistics.median(after(r, "checkpoints") for r in results))
+        parts["table_writes_per_run"] = round(
+            statistics.median(after(r, "table_writes") for r in results) / n, 2
+        )
+    if "total" in table:
+        parts["rocksdb_memtables"] = per_run(
+            lambda r: after(r, "table", "total", "size-all-mem-tables")
+        )
+        parts["rocksdb_memtable_entries_per_run"] = round(
+            statistics.median(
+                after(r, "table", "total", "num-entries-active-mem-table") for r in results
+            )
+            / n,
+            2,
+        )
+        parts["rocksdb_writes_per_run"] = round(
+            statistics.median(after(r, "table", "total", "sequence") for r in results) / n, 2
+        )
+        parts["rocksdb_block_cache"] = per_run(
+            lambda r: after(r, "table", "total", "block-cache-usage")
+        )
+        parts["rocksdb_options"] = table.get("options")
+    else:
+        parts["memory_store_deep"] = per_run(lambda r: after(r, "table", "deep_bytes"))
+    top = results[0]["probe_after"].get("tracemalloc") or []
+    if top:
+        parts["tracemalloc_growth"] = round(top[0]["total_growth"] / n)
+        parts["tracemalloc_top"] = [
+            {"site": t["site"], "bytes_per_run": round(t["bytes"] / n), "count": t["count"]}
+            for t in top[1:16]
+        ]
+    return {
+        "workload": "memory",
+        "figure": "rss_breakdown_bytes_per_run",
+        "active_runs": n,
+        **parts,
+    }
 
 
 async def main() -> None:
-    """Measure and print one JSON line."""
+    """Measure; print the classic JSON line, then the slope and breakdown lines if asked."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="3 calls per run, one worker")
     ap.add_argument("--calls-per-run", type=int, default=None)
+    ap.add_argument("--runs", type=int, nargs="+", default=None, metavar="N",
+                    help="active run counts to measure (default 10,000)")  # fmt: skip
+    ap.add_argument("--slope", action="store_true", help="measure 2,500 and 10,000 runs")
+    ap.add_argument("--workers", type=int, default=None, help="workers per run count")
+    ap.add_argument("--store", default="rocksdb://", choices=["rocksdb://", "memory://"])
+    ap.add_argument("--probe", action="store_true", help="attribute the growth (memory_probe)")
+    ap.add_argument("--table-options", default=None, metavar="JSON",
+                    help='RocksDB options of the table, e.g. {"write_buffer_size": 4194304}',
+    )  # fmt: skip
+    ap.add_argument("--patches", default=None, metavar="LIST",
+                    help="candidate savings to apply (bench/memory_patches.py), comma-separated",
+    )  # fmt: skip
+    ap.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES",
+                    help="run the probe worker under PYTHONTRACEMALLOC=FRAMES")  # fmt: skip
+    ap.add_argument("--order", default="interleaved", choices=["interleaved", "run-major"],
+                    help="run-major: each run's calls together (few runs per checkpoint)",
+    )  # fmt: skip
+    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra environment for the worker")  # fmt: skip
     args = ap.parse_args()
+    if args.tracemalloc:
+        args.probe = True
     per_run = args.calls_per_run or (3 if args.quick else 15)
-    runs = 1 if args.quick else 3
-    records = workload(ACTIVE_RUNS * per_run, runs=ACTIVE_RUNS)
+    workers = args.workers or (1 if args.quick else 3)
+    default = [ACTIVE_RUNS // 4, ACTIVE_RUNS] if args.slope else [ACTIVE_RUNS]
+    counts = sorted(set(args.runs or default))
+    records = {n: workload(n * per_run, runs=n) for n in counts}
+    if args.order == "run-major":  # each run's events together (stable: per-run order kept)
+        records = {n: sorted(r, key=lambda kv: int(kv[0][4:])) for n, r in records.items()}
     workdir = Path(tempfile.mkdtemp(prefix="loopguard-memory-"))
-    values: list[float] = []
+    results: dict[int, list[dict[str, Any]]] = {n: [] for n in counts}
     try:
         with EmbeddedBroker(log_dir=workdir) as broker:
-            for i in range(runs):
-                per = await one_worker(broker, str(i), records, workdir)
-                print(f"# worker {i}: {per:,.0f} B per active run", file=sys.stderr)
-                values.append(per)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+            for i in range(workers):  # interleaved, so drift hits every N alike
+                for n in counts:
+                    r = await one_worker(broker, f"{n}-{i}", records[n], workdir, args)
+                    print(f"# {n:,} runs, worker {i}: {r['growth'] / n:,.0f} B per active run"
+                          f" (RSS {r['before'] / 2**20:.1f} -> {r['after'] / 2**20:.1f} MiB)",
+                          file=sys.stderr)  # fmt: skip
+                    results[n].append(r)
+    except BaseException:
+        print(f"# kept {workdir} (worker logs)", file=sys.stderr)
+        raise
+    shutil.rmtree(workdir, ignore_errors=True)
+    top = counts[-1]
+    values = [r["growth"] / top for r in results[top]]
     med = statistics.median(values)
-    print(
-        json.dumps(
-            {
-                "workload": "memory",
-                "figure": "rss_bytes_per_active_run",
-                "active_runs": ACTIVE_RUNS,
-                "calls_per_run": per_run,
-                "median": round(med),
-                "min": round(min(values)),
-                "max": round(max(values)),
-                "runs": [round(v) for v in values],
-                "baseline": "target 4,096 B per active run",
-                "baseline_value": TARGET_BYTES,
-                "ratio": round(med / TARGET_BYTES, 3),
-                "state_json_bytes_mean": round(state_size(records)),
-            }
+    line = {
+        "workload": "memory",
+        "figure": "rss_bytes_per_active_run",
+        "active_runs": top,
+        "calls_per_run": per_run,
+        "median": round(med),
+        "min": round(min(values)),
+        "max": round(max(values)),
+        "runs": [round(v) for v in values],
+        "baseline": "target 4,096 B per active run",
+        "baseline_value": TARGET_BYTES,
+        "ratio": round(med / TARGET_BYTES, 3),
+        "state_json_bytes_mean": round(state_size(records[top])),
+    }
+    variant = args.table_options or args.env or args.patches or args.order != "interleaved"
+    if args.store != "rocksdb://" or variant:
+        line["store"] = args.store
+        line["order"] = args.order
+        line["table_options"] = args.table_options
+        line["patches"] = args.patches
+        line["env"] = args.env
+    print(json.dumps(line))
+    if len(counts) > 1:
+        points = [(n, float(statistics.median(r["growth"] for r in results[n]))) for n in counts]
+        slope, intercept = fit(points)
+        print(
+            json.dumps(
+                {
+                    "workload": "memory",
+                    "figure": "rss_bytes_per_active_run_slope",
+                    "calls_per_run": per_run,
+                    "order": args.order,
+                    "slope": round(slope),
+                    "intercept_bytes": round(intercept),
+                    "points": [
+                        {"active_runs": n, "growth_bytes": round(g), "per_run": round(g / n)}
+                        for n, g in points
+                    ],
+                    "baseline": "target 4,096 B per active run",
+                    "baseline_value": TARGET_BYTES,
+                    "ratio": round(slope / TARGET_BYTES, 3),
+                }
+            )
         )
-    )
+    if args.probe:
+        for n in counts:
+            print(json.dumps(breakdown(n, results[n])))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ unit: $(STAMP)  ## tests that need no broker
 test: lint typecheck  ## everything CI runs: lint, types, all tests (starts its own broker)
 	$(BIN)/pytest -q
 
-bench: $(STAMP)  ## workloads E, P (+ direct prototype), L of BENCH.md (~14 min)
+bench: $(STAMP)  ## workloads E, P (+ direct prototype), L of BENCH.md (~11 min)
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/latency.py

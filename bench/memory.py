@@ -159,33 +159,22 @@ async def one_worker(
     return out
 
 
-def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """Least-squares (slope, intercept) of growth bytes over active runs."""
-    xs = [float(x) for x, _ in points]
-    ys = [y for _, y in points]
-    mx, my = statistics.mean(xs), statistics.mean(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
-    return slope, my - slope * mx
-
-
 def breakdown(n: int, results: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-run attribution of one N's growth: medians over workers of the probe deltas."""
 
-    def per_run(get: Any) -> int:
-        return round(statistics.median(get(r) for r in results) / n)
+    def per_run(get: Any, digits: int | None = None) -> float:
+        return round(statistics.median(get(r) for r in results) / n, digits)
+
+    def at(doc: dict[str, Any], *path: str) -> float:
+        for p in path:
+            doc = doc.get(p, {})
+        return float(doc or 0)
 
     def delta(r: dict[str, Any], *path: str) -> float:
-        a, b = r["probe_after"], r["probe_before"]
-        for p in path:
-            a, b = a.get(p, {}), b.get(p, {})
-        return float((a or 0) - (b or 0))
+        return at(r["probe_after"], *path) - at(r["probe_before"], *path)
 
     def after(r: dict[str, Any], *path: str) -> float:
-        a = r["probe_after"]
-        for p in path:
-            a = a.get(p, {})
-        return float(a or 0)
+        return at(r["probe_after"], *path)
 
     table = results[0]["probe_after"]["table"]
     parts: dict[str, Any] = {
@@ -209,30 +198,24 @@ def breakdown(n: int, results: list[dict[str, Any]]) -> dict[str, Any]:
         "pymalloc_free": per_run(lambda r: delta(r, "pymalloc", "free_blocks")),
     }  # fmt: skip
     if "changelog_applied" in results[0]["probe_after"]:
-        parts["changelog_rows_applied_per_run"] = round(
-            statistics.median(after(r, "changelog_applied", "events") for r in results) / n, 2
+        parts["changelog_rows_applied_per_run"] = per_run(
+            lambda r: after(r, "changelog_applied", "events"), 2
         )
-        parts["store_sets_per_run"] = round(
-            statistics.median(after(r, "changelog_applied", "store_sets") for r in results) / n, 2
+        parts["store_sets_per_run"] = per_run(
+            lambda r: after(r, "changelog_applied", "store_sets"), 2
         )
     if "checkpoints" in results[0]["probe_after"]:
         parts["checkpoints"] = round(statistics.median(after(r, "checkpoints") for r in results))
-        parts["table_writes_per_run"] = round(
-            statistics.median(after(r, "table_writes") for r in results) / n, 2
-        )
+        parts["table_writes_per_run"] = per_run(lambda r: after(r, "table_writes"), 2)
     if "total" in table:
         parts["rocksdb_memtables"] = per_run(
             lambda r: after(r, "table", "total", "size-all-mem-tables")
         )
-        parts["rocksdb_memtable_entries_per_run"] = round(
-            statistics.median(
-                after(r, "table", "total", "num-entries-active-mem-table") for r in results
-            )
-            / n,
-            2,
+        parts["rocksdb_memtable_entries_per_run"] = per_run(
+            lambda r: after(r, "table", "total", "num-entries-active-mem-table"), 2
         )
-        parts["rocksdb_writes_per_run"] = round(
-            statistics.median(after(r, "table", "total", "sequence") for r in results) / n, 2
+        parts["rocksdb_writes_per_run"] = per_run(
+            lambda r: after(r, "table", "total", "sequence"), 2
         )
         parts["rocksdb_block_cache"] = per_run(
             lambda r: after(r, "table", "total", "block-cache-usage")
@@ -331,7 +314,7 @@ async def main() -> None:
     print(json.dumps(line))
     if len(counts) > 1:
         points = [(n, float(statistics.median(r["growth"] for r in results[n]))) for n in counts]
-        slope, intercept = fit(points)
+        slope, intercept = statistics.linear_regression(*zip(*points, strict=True))
         print(
             json.dumps(
                 {

@@ -36,8 +36,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-_SMAPS_KEYS = ("Rss", "Anonymous", "Private_Dirty")
-
+from bench.memory import rss_bytes  # noqa: E402
 
 _CHANGELOG_APPLIED = {"events": 0, "batches": 0, "store_sets": 0}
 _libc = ctypes.CDLL("libc.so.6")
@@ -45,14 +44,6 @@ _libc.fdopen.restype = ctypes.c_void_p
 _libc.fdopen.argtypes = [ctypes.c_int, ctypes.c_char_p]
 _libc.fclose.argtypes = [ctypes.c_void_p]
 _libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
-
-
-def rss_bytes() -> int:
-    """This process's resident set size."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 def smaps() -> dict[str, int]:
@@ -238,7 +229,7 @@ def tracemalloc_top(probe: dict[str, Any], limit: int = 25) -> list[dict[str, An
 def report(probe: dict[str, Any], trim: bool) -> dict[str, Any]:
     """The whole breakdown."""
     wiring, processor = probe["wiring"], probe["processor"]
-    out: dict[str, Any] = {"rss": rss_bytes()}
+    out: dict[str, Any] = {"rss": rss_bytes(os.getpid())}
     runs = processor._runs
     out["cache"] = {
         "runs": sum(len(r) for r in runs.values()),
@@ -256,7 +247,8 @@ def report(probe: dict[str, Any], trim: bool) -> dict[str, Any]:
     if trim:
         gc.collect()
         _libc.malloc_trim(0)
-        out["after_trim"] = {"rss": rss_bytes(), "smaps": smaps(), "malloc": malloc_info()}
+        trimmed = rss_bytes(os.getpid())
+        out["after_trim"] = {"rss": trimmed, "smaps": smaps(), "malloc": malloc_info()}
     return out
 
 

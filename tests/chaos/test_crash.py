@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
 from config import load_policy
 from tests.chaos.drive import run_fleet, wait_uncommitted
-from tests.chaos.fleet import Oracle, chaos_fleet
+from tests.chaos.fleet import Fleet, Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster
 from tests.chaos.invariants import check
+from tests.worker_process import WorkerProcess
 
 RUNS = 150
 
@@ -27,38 +29,42 @@ async def test_a_fleet_without_faults_matches_the_oracle(cluster: Cluster) -> No
     await check("no fault", cluster, oracle)
 
 
-@pytest.mark.parametrize("store", ["rocksdb://", "memory://"])
-async def test_a_worker_killed_mid_stream_and_restarted_loses_nothing(
-    cluster: Cluster, store: str
+async def _restart_mid_stream(
+    cluster: Cluster,
+    store: str,
+    fleet: Fleet,
+    fault: str,
+    stop: Callable[[WorkerProcess], None],
 ) -> None:
-    fleet = chaos_fleet(RUNS, seed=2, prefix="kill")
-    oracle = _oracle()
-    worker = cluster.workers.start(store=store)
-    workers = [worker]
-    notes: dict[str, object] = {}
-
-    async def kill_and_restart() -> None:
-        notes["uncommitted at kill"] = await wait_uncommitted(cluster, worker, 300)
-        worker.kill()
-        workers.append(cluster.workers.start(web_port=worker.port, store=store))
-
-    await run_fleet(cluster, fleet, oracle, fault=kill_and_restart, alive=lambda: workers[-1:])
-    await check(f"SIGKILL + restart ({store})", cluster, oracle, notes=notes)
-
-
-@pytest.mark.parametrize("store", ["rocksdb://", "memory://"])
-async def test_a_graceful_restart_mid_stream_loses_nothing(cluster: Cluster, store: str) -> None:
-    fleet = chaos_fleet(RUNS, seed=3, prefix="term")
+    """Stop the worker with `stop` while 300+ events are uncommitted, start another, check."""
     oracle = _oracle()
     worker = cluster.workers.start(store=store)
     workers = [worker]
     notes: dict[str, object] = {}
 
     async def stop_and_restart() -> None:
-        notes["uncommitted at SIGTERM"] = await wait_uncommitted(cluster, worker, 300)
-        code = await asyncio.to_thread(worker.terminate, 30.0)
-        assert code == 0, f"graceful stop exited {code}:\n{worker.log_tail()}"
+        notes[f"uncommitted at {fault}"] = await wait_uncommitted(cluster, worker, 300)
+        await asyncio.to_thread(stop, worker)
         workers.append(cluster.workers.start(web_port=worker.port, store=store))
 
     await run_fleet(cluster, fleet, oracle, fault=stop_and_restart, alive=lambda: workers[-1:])
-    await check(f"SIGTERM + restart ({store})", cluster, oracle, notes=notes)
+    await check(f"{fault} + restart ({store})", cluster, oracle, notes=notes)
+
+
+def _terminate(worker: WorkerProcess) -> None:
+    code = worker.terminate(30.0)
+    assert code == 0, f"graceful stop exited {code}:\n{worker.log_tail()}"
+
+
+@pytest.mark.parametrize("store", ["rocksdb://", "memory://"])
+async def test_a_worker_killed_mid_stream_and_restarted_loses_nothing(
+    cluster: Cluster, store: str
+) -> None:
+    fleet = chaos_fleet(RUNS, seed=2, prefix="kill")
+    await _restart_mid_stream(cluster, store, fleet, "SIGKILL", WorkerProcess.kill)
+
+
+@pytest.mark.parametrize("store", ["rocksdb://", "memory://"])
+async def test_a_graceful_restart_mid_stream_loses_nothing(cluster: Cluster, store: str) -> None:
+    fleet = chaos_fleet(RUNS, seed=3, prefix="term")
+    await _restart_mid_stream(cluster, store, fleet, "SIGTERM", _terminate)

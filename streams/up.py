@@ -2,8 +2,8 @@
 
 Starts the bundled Tansu broker on a free 127.0.0.1 port (unless LOOPGUARD_BROKER is set),
 runs one worker as a child process, prints where /metrics is, and with --demo publishes a
-simulated fleet while printing the decisions as they arrive. Ctrl-C stops everything it
-started, by PID.
+simulated fleet while printing the decisions as they arrive. Ctrl-C (SIGINT) or SIGTERM (a
+supervisor's stop) stops everything it started, by PID.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -110,12 +111,16 @@ async def _demo(bootstrap: str, topics: Topics, runs: int) -> None:
             await tail
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM handler: stop the way Ctrl-C does (its KeyboardInterrupt path cleans up)."""
+    raise KeyboardInterrupt
+
+
 def up_main(demo: bool, runs: int = 50) -> int:
-    """Run the embedded default until Ctrl-C; returns the exit code."""
+    """Run the embedded default until Ctrl-C or SIGTERM; returns the exit code."""
+    signal.signal(signal.SIGTERM, _interrupt)
     external = os.environ.get("LOOPGUARD_BROKER")
-    broker = None if external else EmbeddedBroker().start()
-    broker_url = external or broker.url  # type: ignore[union-attr]
-    bootstrap = broker_url.split("://", 1)[1].split(";")[0].split(",")[0]
+    broker = None if external else EmbeddedBroker()
     data_dir = Path(tempfile.mkdtemp(prefix="loopguard-"))
     web_port = int(os.environ.get("LOOPGUARD_WEB_PORT") or free_port())
     log_path = data_dir / "worker.log"
@@ -126,6 +131,8 @@ def up_main(demo: bool, runs: int = 50) -> int:
     )
     proc = None
     try:
+        broker_url = external or broker.start().url  # type: ignore[union-attr]
+        bootstrap = broker_url.split("://", 1)[1].split(";")[0].split(",")[0]
         where = "" if broker is None else f" (embedded Tansu, in memory, pid {broker.pid})"
         print(f"broker   {broker_url}{where}")
         with open(log_path, "wb") as log:
@@ -148,6 +155,8 @@ def up_main(demo: bool, runs: int = 50) -> int:
     except KeyboardInterrupt:
         print("\nstopping…", flush=True)
     finally:
+        # A repeated SIGTERM must not cut the clean-up short and orphan the children.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if proc is not None:
             stop_process(proc, timeout=20)
         if broker is not None:

@@ -1,4 +1,8 @@
-"""`loopguard up --demo` (the README's first command) shows loops caught, then stops cleanly."""
+"""`loopguard up --demo` (the README's first command) shows loops caught, then stops cleanly.
+
+It stops on Ctrl-C (SIGINT, a terminal) and on SIGTERM (a supervisor: systemd, a container
+runtime), and in both cases leaves neither its broker nor its worker running.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 DEADLINE_S = 90.0
 
@@ -24,7 +30,10 @@ def _alive(pid: int) -> bool:
     )
 
 
-def test_up_demo_prints_blocks_and_aborts_and_stops_everything_on_ctrl_c(tmp_path) -> None:
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl_c", "sigterm"])
+def test_up_demo_prints_blocks_and_aborts_and_stops_everything_on_signal(
+    tmp_path, stop_signal: signal.Signals
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "streams.cli", "up", "--demo", "--runs", "20"],
@@ -49,7 +58,7 @@ def test_up_demo_prints_blocks_and_aborts_and_stops_everything_on_ctrl_c(tmp_pat
         broker_pid = int(re.search(r"in memory, pid (\d+)", text).group(1))  # type: ignore[union-attr]
         assert _alive(worker_pid) and _alive(broker_pid)
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop_signal)
         rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, rest
     assert "stopping" in rest

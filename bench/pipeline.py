@@ -3,6 +3,7 @@
     python bench/pipeline.py            # 200,000 events, 1 warm-up + 3 measured runs each
     python bench/pipeline.py --quick    # 20,000 events, 1 warm-up + 2 runs
     python bench/pipeline.py --profile /tmp/worker.prof   # also cProfile one worker run
+    python bench/pipeline.py --floor    # also Faust's floor: the worker with an empty agent
 
 Starts the bundled broker on 127.0.0.1, pre-fills the input topic once (4 partitions), then
 alternates baseline relays and workers (each worker on a fresh consumer group and changelog).
@@ -40,6 +41,7 @@ PARTITIONS = 4
 RUNS = 1000
 PAD = "x" * 200
 POLICY = {"tools": {"loopDetection": {"enabled": True}}}
+FLOOR_MODES = ("empty", "table")  # bench/faust_floor.py
 
 
 def workload(calls: int, runs: int = RUNS) -> list[tuple[bytes, bytes]]:
@@ -172,8 +174,13 @@ async def run_worker(
     workdir: Path,
     profile: str | None,
     extra_env: dict[str, str],
+    floor: str | None = None,
 ) -> tuple[float, float]:
-    """One worker over the pre-filled topic: (events/s, changelog bytes per event)."""
+    """One worker over the pre-filled topic: (events/s, changelog bytes per event).
+
+    With `floor` ("empty" or "table") it runs bench/faust_floor.py: the same worker with an
+    agent that does nothing (or one table write) per event.
+    """
     port = free_port()
     app_id = f"bench{tag}"
     policy = workdir / "openclaw.json"
@@ -193,7 +200,12 @@ async def run_worker(
     )
     env.update(extra_env)
     prof = ["-m", "cProfile", "-o", profile] if profile else []
-    cmd = [sys.executable, *prof, "-m", "streams.main", "worker"]
+    target = (
+        [str(REPO / "bench" / "faust_floor.py"), floor]
+        if floor
+        else ["-m", "streams.main", "worker"]
+    )
+    cmd = [sys.executable, *prof, *target]
     log = (workdir / f"worker-{tag}.log").open("wb")
     proc = subprocess.Popen(  # noqa: ASYNC220 -- a child we poll over HTTP, not await
         cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
@@ -254,6 +266,10 @@ async def main() -> None:
     ap.add_argument("--runs", type=int, default=None, help="measured runs (default 3, quick 2)")
     ap.add_argument("--profile", help="cProfile one extra (unmeasured) worker run into this file")
     ap.add_argument(
+        "--floor", action="store_true",
+        help="also run bench/faust_floor.py (empty agent; one table write per event)",
+    )  # fmt: skip
+    ap.add_argument(
         "--worker-env", action="append", default=[], metavar="NAME=VALUE",
         help="extra LOOPGUARD_* setting for the worker (repeatable)",
     )  # fmt: skip
@@ -289,6 +305,7 @@ async def _bench(
         bytes_per_event: list[float] = []
         direct_rates: list[float] = []
         direct_bytes: list[float] = []
+        floors: dict[str, list[float]] = {mode: [] for mode in FLOOR_MODES} if args.floor else {}
         for i in range(runs + 1):  # run 0 is the warm-up
             rate = await relay(broker.bootstrap, source, "bench.relay", total)
             profile = None
@@ -305,6 +322,13 @@ async def _bench(
                 f"B/event (direct {d_bytes:.0f})",
                 file=sys.stderr,
             )
+            for mode, rates in floors.items():
+                f_rate, _ = await run_worker(
+                    broker, source, f"{mode}{i}", total, workdir, None, extra_env, floor=mode
+                )
+                print(f"# run {i}: Faust floor ({mode}) {f_rate:,.0f} ev/s", file=sys.stderr)
+                if i:
+                    rates.append(f_rate)
             if i:
                 worker_rates.append(w_rate)
                 relay_rates.append(rate)
@@ -318,6 +342,8 @@ async def _bench(
         print(_figure("changelog_bytes_per_event", bytes_per_event, None, events=total))
         print(_figure("direct_events_per_s", direct_rates, relay_rates, events=total))
         print(_figure("direct_changelog_bytes_per_event", direct_bytes, None, events=total))
+        for mode, rates in floors.items():
+            print(_figure(f"faust_floor_{mode}_events_per_s", rates, relay_rates, events=total))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,67 @@
+"""Faust's own floor on workload P: the worker with an agent body that does (almost) nothing.
+
+`python bench/faust_floor.py empty|table` runs exactly `python -m streams.main worker` (same
+settings, app, tuned consumer, topics, table, broker watch, /metrics), except that the
+detection agent is replaced:
+
+    empty   counts each batch of `take_events` and does nothing else
+    table   also writes one 1-byte table entry per event (the issue's "trivial Faust agent
+            that updates one table entry per event")
+
+What these reach on workload P is the ceiling of any agent built on Faust's stream path on
+this machine: nothing LoopGuard does per event can make the worker faster than `empty`.
+bench/pipeline.py `--floor` measures them beside the relay and the real worker.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+MODES = ("empty", "table")
+
+
+def _install(mode: str) -> None:
+    """Make streams.worker.assemble build the app with the floor agent instead of ours."""
+    from faust.streams import _current_event
+
+    import streams.worker as worker
+    from config.settings import Settings
+    from streams.app import Wiring, build_app
+    from streams.metrics import Metrics
+
+    def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring, None]:
+        metrics = metrics if metrics is not None else Metrics()
+        settings.worker_data_dir.mkdir(parents=True, exist_ok=True)
+        wiring = build_app(settings, metrics)
+        table = wiring.table
+        within = settings.batch_within_ms / 1000
+        writes = mode == "table"
+
+        @wiring.app.agent(wiring.inputs, name="loopguard-detect", concurrency=1)
+        async def floor(stream: Any) -> None:
+            """Count batches; with `table`, one table write per event."""
+            async for events in stream.take_events(settings.batch_max_events, within=within):
+                if writes:
+                    for event in events:
+                        _current_event.set(weakref.ref(event))  # table writes route by it
+                        table[event.message.key] = b"x"
+                metrics.count_events("tool_call", len(events))
+
+        return wiring, None
+
+    worker.assemble = assemble  # type: ignore[assignment]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in MODES:
+        sys.exit(f"usage: python bench/faust_floor.py {'|'.join(MODES)}")
+    _install(sys.argv[1])
+    from streams.main import main
+
+    sys.exit(main(["worker"]))

@@ -54,6 +54,7 @@ class Settings(BaseSettings):
     store: Store = "rocksdb://"
     data_dir: Path = Path("data")
     run_idle_ttl_seconds: float = Field(default=1_800.0, gt=0)
+    run_cache_idle_seconds: float = Field(default=60.0, ge=0)
 
     # Input handling.
     max_message_bytes: int = Field(default=1_048_576, ge=1)

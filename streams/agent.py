@@ -2,12 +2,15 @@
 
 Live `RunState`s stay in memory per partition while the partition is assigned (the cache is
 authoritative then, and is dropped on every revoke and assign, so a rebalance never leaves a
-stale copy); the table is read only on a miss. A run's state is written to the table once per
-checkpoint, and a checkpoint runs right before every offset commit (`before_commit`): outputs
-acknowledged ▸ states written ▸ (Faust) changelog flushed ▸ offsets committed. So an event's
-offset is committed only after its outputs and the state it produced were sent, and a
-redelivered event is dropped by the engine (at-least-once). Decisions leave once per batch as
-one produce batch per partition, so a verdict never waits for a batch to fill or a linger.
+stale copy); the table is read only on a miss. A run quiet for `run_cache_idle_seconds` of
+stream time leaves the cache once a checkpoint has written it (only its key and last event
+time stay, for the idle sweep): memory follows the busy runs, not every run held until its
+TTL. A run's state is written to the table once per checkpoint, and a checkpoint runs right
+before every offset commit (`before_commit`): outputs acknowledged ▸ states written ▸
+(Faust) changelog flushed ▸ offsets committed. So an event's offset is committed only after
+its outputs and the state it produced were sent, and a redelivered event is dropped by the
+engine (at-least-once). Decisions leave once per batch as one produce batch per partition,
+so a verdict never waits for a batch to fill or a linger.
 """
 
 from __future__ import annotations
@@ -92,9 +95,12 @@ class RunProcessor:
         self._prefix_bytes = settings.dead_letter_prefix_bytes
         self._ttl_ms = int(settings.run_idle_ttl_seconds * 1000)
         self._sweep_every_ms = max(1, min(self._ttl_ms // 4, 60_000))
+        self._cache_idle_ms = int(settings.run_cache_idle_seconds * 1000)
         self._thresholds: dict[str | None, Thresholds] = {}
         self._stream_ms: dict[int, int] = {}  # partition -> max record timestamp seen
         self._runs: dict[int, dict[bytes, _Live]] = {}  # partition -> run key -> live run
+        # partition -> run key -> last event time (ms) of runs held in the table only
+        self._cold: dict[int, dict[bytes, int | None]] = {}
         self._dirty: dict[int, dict[bytes, _Live]] = {}  # partition -> runs to write
         self._anchor: dict[int, Any] = {}  # partition -> a Faust event of it (table routing)
         self._next_sweep: dict[int, int] = {}
@@ -122,7 +128,7 @@ class RunProcessor:
                 await buffer.flush()
 
     def checkpoint(self) -> None:
-        """Write each changed run's state to the table (synchronous: no batch interleaves)."""
+        """Write each changed run's state to the table, then evict the idle ones from the cache."""
         table = self._w.table
         for partition, dirty in self._dirty.items():
             if not dirty:
@@ -135,16 +141,43 @@ class RunProcessor:
             finally:
                 _current_event.reset(token)
             dirty.clear()
+        for partition in self._runs:
+            self._evict_idle(partition)
+        self._count_runs()
+
+    def _evict_idle(self, partition: int) -> None:
+        """Move written runs quiet for the cache idle time (stream time) out of the cache."""
+        now = self._stream_ms.get(partition)
+        runs = self._runs[partition]
+        if now is None or not runs:
+            return
+        horizon = now - self._cache_idle_ms
+        idle = [
+            key
+            for key, run in runs.items()
+            if not run.is_dirty and run.state.stamp_ms is not None and run.state.stamp_ms <= horizon
+        ]
+        if idle:
+            cold = self._cold.setdefault(partition, {})
+            for key in idle:
+                cold[key] = runs.pop(key).state.stamp_ms
 
     def forget_partitions(self, partitions: Iterable[int]) -> None:
         """Drop everything cached for partitions whose ownership changed (revoke or assign)."""
         for p in partitions:
             self._runs.pop(p, None)
+            self._cold.pop(p, None)
             self._dirty.pop(p, None)
             self._anchor.pop(p, None)
             self._stream_ms.pop(p, None)
             self._next_sweep.pop(p, None)
-        self._metrics.runs_active.set(sum(len(r) for r in self._runs.values()))
+        self._count_runs()
+
+    def _count_runs(self) -> None:
+        """Set the held (cached or table-only) and cached run gauges."""
+        cached = sum(len(r) for r in self._runs.values())
+        self._metrics.runs_cached.set(cached)
+        self._metrics.runs_active.set(cached + sum(len(c) for c in self._cold.values()))
 
     def _apply(self, events: Sequence[Any]) -> bool:
         """Apply a batch to the cached states; True when it produced a verdict."""
@@ -170,6 +203,9 @@ class RunProcessor:
             runs = runs_of[partition]
             run = runs.get(key)
             if run is None:
+                cold = self._cold.get(partition)
+                if cold:
+                    cold.pop(key, None)
                 run = runs[key] = self._load(event, now)
             elif self._is_idle(run.state.stamp_ms, now):
                 run.state = RunState()
@@ -197,7 +233,7 @@ class RunProcessor:
         metrics = self._metrics
         for event_type, n in by_type.items():
             metrics.count_events(event_type, n)
-        metrics.runs_active.set(sum(len(r) for r in runs_of.values()))
+        self._count_runs()
         return has_verdict
 
     def _parse(self, msg: Any) -> Event:
@@ -267,17 +303,18 @@ class RunProcessor:
         if now is None or now < self._next_sweep.get(partition, 0):
             return
         self._next_sweep[partition] = now + self._sweep_every_ms
-        runs = self._runs.get(partition)
-        if not runs:
-            return
+        runs = self._runs.get(partition, {})
+        cold = self._cold.get(partition, {})
         expired = [k for k, run in runs.items() if self._is_idle(run.state.stamp_ms, now)]
+        expired += [k for k, stamp_ms in cold.items() if self._is_idle(stamp_ms, now)]
         if not expired:
             return
         table = self._w.table
         dirty = self._dirty.get(partition, {})
         _current_event.set(weakref.ref(self._anchor[partition]))
         for key in expired:
-            del runs[key]
+            runs.pop(key, None)
+            cold.pop(key, None)
             dirty.pop(key, None)
             if key in table:
                 del table[key]

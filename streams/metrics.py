@@ -65,6 +65,11 @@ class Metrics:
         self.runs_active = Gauge(
             "loopguard_runs_active", "Runs with state held by this worker.", registry=r
         )
+        self.runs_cached = Gauge(
+            "loopguard_runs_cached",
+            "Runs of loopguard_runs_active whose live state is in memory (the others: table).",
+            registry=r,
+        )
         self.processing_seconds = Histogram(
             "loopguard_processing_seconds",
             "Processing time per input event (batch time divided by its size).",

@@ -35,20 +35,22 @@ async def _restart_mid_stream(
     fleet: Fleet,
     fault: str,
     stop: Callable[[WorkerProcess], None],
+    **settings: object,
 ) -> None:
     """Stop the worker with `stop` while 300+ events are uncommitted, start another, check."""
     oracle = _oracle()
-    worker = cluster.workers.start(store=store)
+    worker = cluster.workers.start(store=store, **settings)
     workers = [worker]
     notes: dict[str, object] = {}
 
     async def stop_and_restart() -> None:
         notes[f"uncommitted at {fault}"] = await wait_uncommitted(cluster, worker, 300)
         await asyncio.to_thread(stop, worker)
-        workers.append(cluster.workers.start(web_port=worker.port, store=store))
+        workers.append(cluster.workers.start(web_port=worker.port, store=store, **settings))
 
     await run_fleet(cluster, fleet, oracle, fault=stop_and_restart, alive=lambda: workers[-1:])
-    await check(f"{fault} + restart ({store})", cluster, oracle, notes=notes)
+    label = ", ".join([store, *(f"{k}={v}" for k, v in settings.items())])
+    await check(f"{fault} + restart ({label})", cluster, oracle, notes=notes)
 
 
 def _terminate(worker: WorkerProcess) -> None:
@@ -68,3 +70,13 @@ async def test_a_worker_killed_mid_stream_and_restarted_loses_nothing(
 async def test_a_graceful_restart_mid_stream_loses_nothing(cluster: Cluster, store: str) -> None:
     fleet = chaos_fleet(RUNS, seed=3, prefix="term")
     await _restart_mid_stream(cluster, store, fleet, "SIGTERM", _terminate)
+
+
+async def test_a_worker_evicting_every_run_at_every_checkpoint_loses_nothing_across_a_kill(
+    cluster: Cluster,
+) -> None:
+    """Idle runs leave the cache (here all of them, at every checkpoint) and are read back."""
+    fleet = chaos_fleet(RUNS, seed=4, prefix="evict")
+    await _restart_mid_stream(
+        cluster, "rocksdb://", fleet, "SIGKILL", WorkerProcess.kill, run_cache_idle_seconds=0
+    )

@@ -35,6 +35,7 @@ EXPORTED_METRICS: dict[str, str] = {
     "loopguard_events_rejected": "counter",
     "loopguard_duplicates": "counter",
     "loopguard_runs_active": "gauge",
+    "loopguard_runs_cached": "gauge",
     "loopguard_processing_seconds": "histogram",
 }
 
@@ -60,6 +61,7 @@ EXPORTED_LABELS: dict[str, dict[str, frozenset[str] | None]] = {
     "loopguard_events_rejected": {"reason": None},
     "loopguard_duplicates": {},
     "loopguard_runs_active": {},
+    "loopguard_runs_cached": {},
     "loopguard_processing_seconds": {"le": None},
 }
 

@@ -1,7 +1,8 @@
 """The detection agent's batch logic through a harness: fake table and topics, no broker.
 
 Covers what is awkward to provoke on a real broker: an engine bug on one event, idle expiry
-in stream time, one state write per run per checkpoint, duplicates.
+in stream time, one state write per run per checkpoint, duplicates, idle runs leaving the
+cache.
 """
 
 from __future__ import annotations
@@ -53,13 +54,18 @@ class FakeTopic:
 
 
 class FakeTable(dict[bytes, bytes]):
-    """A dict that counts writes."""
+    """A dict that counts writes and reads."""
 
     writes = 0
+    reads = 0
 
     def __setitem__(self, key: bytes, value: bytes) -> None:
         self.writes += 1
         super().__setitem__(key, value)
+
+    def get(self, key: bytes, default: Any = None) -> Any:
+        self.reads += 1
+        return super().get(key, default)
 
 
 class FakeBuffer:
@@ -108,8 +114,9 @@ class Harness:
         return self.metrics.registry.get_sample_value(name, labels)
 
 
-@pytest.fixture
-def harness() -> Iterator[Harness]:
+def make_harness(settings: Settings) -> Harness:
+    """A processor over fake wiring, with these settings."""
+
     @dataclass
     class Wiring:
         app: FakeApp
@@ -119,9 +126,13 @@ def harness() -> Iterator[Harness]:
 
     wiring = Wiring(FakeApp(), FakeTopic(), FakeTopic(), FakeTable())
     metrics = Metrics()
-    settings = Settings(run_idle_ttl_seconds=60)
     processor = RunProcessor(wiring, settings, POLICY, metrics)  # type: ignore[arg-type]
-    yield Harness(processor, wiring.table, wiring.control, wiring.dead_letter, metrics, wiring.app)
+    return Harness(processor, wiring.table, wiring.control, wiring.dead_letter, metrics, wiring.app)
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    yield make_harness(Settings(run_idle_ttl_seconds=60))
 
 
 def calls(run_id: str, n: int, start: int = 1) -> list[dict[str, Any]]:
@@ -223,3 +234,66 @@ async def test_a_checkpoint_drains_the_producer_buffer_before_the_commit(harness
     await harness.processor.before_commit()
     assert (harness.app.producer.buffer.size, harness.table.writes) == (0, 1)
     assert harness.app.producer.buffer.drains >= 1
+
+
+async def _quiet_then_busy(h: Harness) -> list[Any]:
+    """Run "q" loops 6 calls, goes quiet for 70 s of stream time while "b" works, loops on."""
+    await h.processor.process([h.event(e, ts_ms=1_000) for e in calls("q", 6)])
+    await h.processor.before_commit()
+    await h.processor.process([h.event(e, ts_ms=71_000) for e in calls("b", 1)])
+    await h.processor.before_commit()
+    quiet = (h.sample("loopguard_runs_cached"), h.sample("loopguard_runs_active"))
+    await h.processor.process([h.event(e, ts_ms=72_000) for e in calls("q", 8, 13)])
+    assert (h.sample("loopguard_runs_cached"), h.sample("loopguard_runs_active")) == (2.0, 2.0)
+    await h.processor.before_commit()
+    return [quiet, [d for _, d in h.control.sent], dict(h.table)]
+
+
+async def test_an_idle_run_leaves_the_cache_and_comes_back_unchanged() -> None:
+    settings = {"run_idle_ttl_seconds": 1_800}
+    evicting = make_harness(Settings(run_cache_idle_seconds=60, **settings))
+    keeping = make_harness(Settings(run_cache_idle_seconds=1_000, **settings))
+    (cached, active), sent, table = await _quiet_then_busy(evicting)
+    assert (cached, active) == (1.0, 2.0)  # "q" is held in the table only, still counted
+    reads_before_return = 2  # one miss per run when first seen
+    assert evicting.table.reads == reads_before_return + 1  # "q" read back once
+    (kept_cached, _), kept_sent, kept_table = await _quiet_then_busy(keeping)
+    assert kept_cached == 2.0 and keeping.table.reads == reads_before_return
+    # The same decisions (the loop's count went on from 6) and the same stored states.
+    assert sent == kept_sent
+    assert any(d.get("count", 0) > 10 for d in sent), sent
+    assert table == kept_table
+
+
+async def test_an_evicted_run_is_read_back_and_its_new_events_written() -> None:
+    h = make_harness(Settings(run_idle_ttl_seconds=1_800, run_cache_idle_seconds=0))
+    await h.processor.process([h.event(e, ts_ms=1_000) for e in calls("w", 2)])
+    h.processor.checkpoint()  # writes "w", then evicts it (idle time 0)
+    assert h.sample("loopguard_runs_cached") == 0.0
+    await h.processor.process([h.event(e, ts_ms=2_000) for e in calls("w", 1, 5)])
+    assert h.sample("loopguard_runs_cached") == 1.0  # read back; dirty until the next checkpoint
+    h.processor.checkpoint()
+    state = RunState.from_json(h.table[b"w"])
+    assert [r.seq for r in state.history] == [2, 4, 6]
+
+
+async def test_an_evicted_run_still_expires_after_its_ttl() -> None:
+    h = make_harness(Settings(run_idle_ttl_seconds=120, run_cache_idle_seconds=10))
+    await h.processor.process([h.event(e, ts_ms=1_000) for e in calls("gone", 3)])
+    await h.processor.before_commit()
+    await h.processor.process([h.event(e, ts_ms=20_000) for e in calls("x", 1)])
+    await h.processor.before_commit()
+    assert (h.sample("loopguard_runs_cached"), h.sample("loopguard_runs_active")) == (1.0, 2.0)
+    assert b"gone" in h.table
+    await h.processor.process([h.event(e, ts_ms=122_000) for e in calls("x", 1, 3)])
+    assert b"gone" not in h.table
+    assert h.sample("loopguard_runs_active") == 1.0
+
+
+async def test_a_rebalance_forgets_evicted_runs_too() -> None:
+    h = make_harness(Settings(run_idle_ttl_seconds=1_800, run_cache_idle_seconds=0))
+    await h.processor.process([h.event(e, ts_ms=1_000) for e in calls("r", 2)])
+    await h.processor.before_commit()
+    assert (h.sample("loopguard_runs_cached"), h.sample("loopguard_runs_active")) == (0.0, 1.0)
+    h.processor.forget_partitions({0})
+    assert h.sample("loopguard_runs_active") == 0.0

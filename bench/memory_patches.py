@@ -6,7 +6,7 @@ anyone edits those packages. (Interned tool names and hashes, and completed reco
 a tool_call_id, were measured here first and are now in detectors/.)
 `apply(names, processor=None)` applies a comma-separated list:
 
-    pack_cache=N     detectors.state._pack memo of N entries instead of 65,536 (to_json)
+    pack_cache=N     detectors.state._pack memo of N entries instead of 4,096 (to_json)
     unpack_cache=N   detectors.state._unpack memo likewise (from_json: every load with evict)
     evict            RunProcessor drops a run from its cache once a checkpoint wrote it
                      (the next event of the run reads it back from the table)

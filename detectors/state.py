@@ -132,7 +132,13 @@ class RunState:
 
 # Hashes recur across a run's records and across runs: memoising the pure (un)packing makes
 # serialisation cost a dict lookup per string instead of a regex and a base64 round trip.
-@lru_cache(maxsize=1 << 16)
+# Only the stream worker (de)serialises, at checkpoints and on cache misses; the engine never
+# does. 4,096 entries keep tool names and the recurring hashes; 65,536 held ~3 KB per active
+# run at 10,000 runs (each entry also keeps its hash string alive), for a miss cost of ~1.5 µs.
+_MEMO_SIZE = 1 << 12
+
+
+@lru_cache(maxsize=_MEMO_SIZE)
 def _pack(s: str) -> str:
     """'h' + prefix + base64(digest) for '<prefix><64 hex>', else 's' + s."""
     m = _HEX_TAIL.match(s)
@@ -142,7 +148,7 @@ def _pack(s: str) -> str:
     return "h" + m.group(1) + base64.urlsafe_b64encode(raw).decode()[:43]
 
 
-@lru_cache(maxsize=1 << 16)
+@lru_cache(maxsize=_MEMO_SIZE)
 def _unpack(s: str) -> str:
     if s[:1] == "s":
         return s[1:]

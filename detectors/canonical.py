@@ -11,10 +11,12 @@ from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any, Final, TypeAlias
 
+import orjson
+
 from detectors.errors import DetectorError
 from detectors.values import UNDEFINED, _Undefined
 
-__all__ = ["JSONLike", "canonical_json", "js_number_text"]
+__all__ = ["JSONLike", "canonical_json", "canonical_json_bytes", "js_number_text"]
 
 # What canonical JSON accepts: JSON plus JavaScript's undefined, tuples and other mappings and
 # sequences (written as objects and arrays). Mapping and Sequence make JSON values fit as is.
@@ -212,8 +214,57 @@ def _encode_iterative(root: object) -> str:
     return "".join(out)
 
 
+# orjson writes what stableStringify writes for strings (same escapes, raw non-ASCII), safe
+# integers (STRICT_INTEGER refuses the others), booleans, null, lists and dicts sorted by
+# code point. It differs on floats (1.0 vs 1), on keys whose UTF-16 order differs from code
+# point order, and it refuses surrogates, undefined and subclasses: `_is_plain` rules out
+# the first two, orjson raises on the rest, and the encoders below take those values.
+_ORJSON_OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
+_SCALARS: Final = frozenset({str, int, bool, type(None)})
+
+
+def _is_plain(v: Any) -> bool:
+    """True when `v` holds no float and no key that sorts differently in UTF-16."""
+    t = type(v)
+    if t in _SCALARS:
+        return True
+    if t is dict:
+        for key, item in v.items():
+            if type(key) is not str:
+                return False
+            if not key.isascii() and _UTF16_ORDER_DIFFERS.search(key) is not None:
+                return False
+            if type(item) not in _SCALARS and not _is_plain(item):
+                return False
+        return True
+    if t is list or t is tuple:
+        return all(type(item) in _SCALARS or _is_plain(item) for item in v)
+    return False
+
+
+def canonical_json_bytes(value: JSONLike) -> bytes:
+    """The canonical JSON of a value (SPEC §3) as UTF-8, byte-identical to OpenClaw's."""
+    try:
+        if _is_plain(value):
+            return orjson.dumps(value, option=_ORJSON_OPTIONS)
+    except (RecursionError, orjson.JSONEncodeError):
+        pass  # cycles, deep nesting, surrogates, unsafe integers: the encoders below
+    # Canonical JSON escapes lone surrogates, so the text always encodes.
+    return _encode(value).encode()
+
+
 def canonical_json(value: JSONLike) -> str:
     """The canonical JSON text of a value (SPEC §3), byte-identical to OpenClaw's."""
+    try:
+        if _is_plain(value):
+            return orjson.dumps(value, option=_ORJSON_OPTIONS).decode()
+    except (RecursionError, orjson.JSONEncodeError):
+        pass
+    return _encode(value)
+
+
+def _encode(value: JSONLike) -> str:
+    """Python encoders: the recursive one, and the iterative one for what it cannot take."""
     try:
         return _encode_fast(value)
     except (RecursionError, TypeError, AttributeError, _NeedsCarefulEncoder):

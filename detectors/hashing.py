@@ -10,7 +10,7 @@ import sys
 from hashlib import sha256
 from typing import Final
 
-from detectors.canonical import JSONLike, canonical_json, js_number_text
+from detectors.canonical import JSONLike, canonical_json, canonical_json_bytes, js_number_text
 from detectors.values import JSON, UNDEFINED, Outcome, _Undefined
 
 __all__ = [
@@ -72,13 +72,12 @@ def normalize_tool(name: str) -> str:
 
 def digest(value: JSONLike) -> str:
     """Lower-case hex SHA-256 of the value's canonical JSON as UTF-8."""
-    # Canonical JSON escapes lone surrogates, so the text always encodes.
-    return sha256(canonical_json(value).encode()).hexdigest()
+    return sha256(canonical_json_bytes(value)).hexdigest()
 
 
 def args_hash(tool: str, args: JSON | _Undefined) -> str:
     """The call signature `<normalised tool>:<digest(args)>`."""
-    return normalize_tool(tool) + ":" + sha256(canonical_json(args).encode()).hexdigest()
+    return normalize_tool(tool) + ":" + sha256(canonical_json_bytes(args)).hexdigest()
 
 
 def error_text(error: JSONLike) -> str:
@@ -259,5 +258,5 @@ def result_hash(
     if _is_send(tool, args, channel_tools):
         return digest(_strip_send_ids(details))
     # Rule 8 written out: the hottest path, and the keys are already in order.
-    body = '{"details":' + canonical_json(details) + ',"text":' + canonical_json(text) + "}"
-    return sha256(body.encode()).hexdigest()
+    body = b'{"details":' + canonical_json_bytes(details) + b',"text":' + canonical_json_bytes(text)
+    return sha256(body + b"}").hexdigest()

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from detectors.canonical import canonical_json
+from detectors.canonical import _encode, canonical_json, canonical_json_bytes
 from detectors.hashing import digest
 from detectors.values import UNDEFINED
 from tests.mappings import Record
@@ -116,3 +116,24 @@ def test_integers_are_written_as_their_double(number: int) -> None:
     except OverflowError:
         expected = float("inf") if number > 0 else float("-inf")
     assert float(json.loads(canonical_json(number))) == expected
+
+
+# orjson writes the plain values (no float, no key sorting differently in UTF-16); the
+# Python encoders write everything else. Both must give the same text for any value.
+both_paths = json_values(
+    st.one_of(any_text, st.sampled_from(["\ue000", "\U0001f600", "\x7f", "\u2028", "\x00"])),
+    st.one_of(
+        st.integers(-MAX_SAFE - 2, MAX_SAFE + 2),
+        st.integers(),
+        st.floats(),
+        st.just(UNDEFINED),
+        st.tuples(st.integers(-9, 9), plain_text),
+    ),
+)
+
+
+@settings(max_examples=2_000, derandomize=True, database=None, deadline=None)
+@given(both_paths)
+def test_the_orjson_path_writes_what_the_python_encoders_write(value: Any) -> None:
+    assert canonical_json(value) == _encode(value)
+    assert canonical_json_bytes(value) == _encode(value).encode()

@@ -24,8 +24,14 @@ store's dict), glibc and pymalloc free-but-kept memory, and what malloc_trim giv
 `--table-options` (RocksDB options of the run-state table) and `--patches` (candidate engine
 and agent changes, bench/memory_patches.py) measure savings without editing streams/ or
 detectors/; `--order run-major` sends each run's calls together, so few runs are touched
-between two checkpoints (most active runs idle, as in production), where the default
-interleaving touches every run between any two.
+between two checkpoints, where the default interleaving touches every run between any two.
+
+`--order fleet` gives the events the timestamps of a fleet (the worker's clock is the record
+timestamps: stream time): the N runs start one after another over 15 minutes of stream time,
+each making one call every 10 s (an LLM turn) until its calls are done, then going quiet; the
+30-minute idle TTL keeps all N active to the end. At any moment a few hundred runs are busy
+and the rest quiet, so this measures what `LOOPGUARD_RUN_CACHE_IDLE_SECONDS` buys; the default
+(interleaved, every run busy at once) is the worst case and stays the headline figure.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from aiokafka import AIOKafkaProducer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -56,6 +63,8 @@ from streams.broker import EmbeddedBroker, create_topics, free_port  # noqa: E40
 from streams.processes import stop_process  # noqa: E402
 
 ACTIVE_RUNS = 10_000
+FLEET_SPAN_S = 900  # --order fleet: the runs start over 15 minutes (under the 30-minute TTL)
+FLEET_TURN_S = 10  # one call per run every 10 s
 TARGET_BYTES = 4096
 PROBE = REPO / "bench" / "memory_probe.py"
 
@@ -66,6 +75,36 @@ def rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def fleet_order(records: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes, int]]:
+    """The events with fleet timestamps (ms from the fleet's start), in time order."""
+    by_run: dict[bytes, list[bytes]] = {}
+    for key, value in records:
+        by_run.setdefault(key, []).append(value)
+    longest = max(len(v) for v in by_run.values()) // 2  # calls of the busiest run
+    last_start_ms = max(0, FLEET_SPAN_S - longest * FLEET_TURN_S) * 1000
+    out = []
+    for r, (key, values) in enumerate(by_run.items()):
+        start = r * last_start_ms // len(by_run)
+        for j, value in enumerate(values):  # call, result, call, ...: a result 100 ms later
+            out.append((key, value, start + (j // 2) * FLEET_TURN_S * 1000 + (j % 2) * 100))
+    out.sort(key=lambda e: e[2])  # stable: a run's events keep their order
+    return out
+
+
+async def prefill_at(bootstrap: str, topic: str, events: list[tuple[bytes, bytes, int]]) -> None:
+    """Write timestamped events, the last one stamped now (record timestamps = stream time)."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=256 * 1024, acks=1
+    )
+    await producer.start()
+    try:
+        base = int(time.time() * 1000) - events[-1][2]
+        sent = [await producer.send(topic, v, key=k, timestamp_ms=base + t) for k, v, t in events]
+        await asyncio.gather(*sent)
+    finally:
+        await producer.stop()
 
 
 def state_size(records: list[tuple[bytes, bytes]]) -> float:
@@ -142,7 +181,10 @@ async def one_worker(
         before = rss_bytes(proc.pid)
         if options.probe:
             out["probe_before"] = await asyncio.to_thread(_probe, web)
-        await prefill(broker.bootstrap, source, records)
+        if options.order == "fleet":
+            await prefill_at(broker.bootstrap, source, fleet_order(records))
+        else:
+            await prefill(broker.bootstrap, source, records)
         deadline = time.monotonic() + 600
         while await asyncio.to_thread(_events_done, web) < len(records):
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -257,8 +299,9 @@ async def main() -> None:
     )  # fmt: skip
     ap.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES",
                     help="run the probe worker under PYTHONTRACEMALLOC=FRAMES")  # fmt: skip
-    ap.add_argument("--order", default="interleaved", choices=["interleaved", "run-major"],
-                    help="run-major: each run's calls together (few runs per checkpoint)",
+    ap.add_argument("--order", default="interleaved", choices=["interleaved", "run-major", "fleet"],
+                    help="run-major: each run's calls together (few runs per checkpoint); "
+                    "fleet: runs staggered over 15 min of stream time, a call per run every 10 s",
     )  # fmt: skip
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra environment for the worker")  # fmt: skip

@@ -255,12 +255,7 @@ def canonical_json_bytes(value: JSONLike) -> bytes:
 
 def canonical_json(value: JSONLike) -> str:
     """The canonical JSON text of a value (SPEC §3), byte-identical to OpenClaw's."""
-    try:
-        if _is_plain(value):
-            return orjson.dumps(value, option=_ORJSON_OPTIONS).decode()
-    except (RecursionError, orjson.JSONEncodeError):
-        pass
-    return _encode(value)
+    return canonical_json_bytes(value).decode()
 
 
 def _encode(value: JSONLike) -> str:

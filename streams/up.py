@@ -99,6 +99,11 @@ async def _tail(bootstrap: str, topic: str, show_unpublished: bool) -> None:
 
 
 async def _demo(bootstrap: str, topics: Topics, runs: int) -> None:
+    # Inside the loop SIGTERM cancels this task, as asyncio.run does for SIGINT: an exception
+    # raised from a signal handler could land in the middle of the loop's own code.
+    main = asyncio.current_task()
+    assert main is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     tail = asyncio.create_task(_tail(bootstrap, topics.control, show_unpublished=False))
     try:
         await asyncio.sleep(1.0)  # let the tail position itself before the fleet starts
@@ -112,7 +117,7 @@ async def _demo(bootstrap: str, topics: Topics, runs: int) -> None:
 
 
 def _interrupt(signum: int, frame: Any) -> None:
-    """SIGTERM handler: stop the way Ctrl-C does (its KeyboardInterrupt path cleans up)."""
+    """SIGTERM handler outside the event loop: stop the way Ctrl-C does."""
     raise KeyboardInterrupt
 
 
@@ -152,7 +157,7 @@ def up_main(demo: bool, runs: int = 50) -> int:
         else:
             print("ready; Ctrl-C to stop", flush=True)
             proc.wait()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM during the demo
         print("\nstopping…", flush=True)
     finally:
         # A repeated SIGTERM must not cut the clean-up short and orphan the children.

@@ -6,17 +6,30 @@ runtime), and in both cases leaves neither its broker nor its worker running.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 DEADLINE_S = 90.0
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _pump(stream: IO[str], lines: queue.Queue[str]) -> None:
+    for line in stream:
+        lines.put(line)
 
 
 def _alive(pid: int) -> bool:
@@ -38,20 +51,29 @@ def test_up_demo_prints_blocks_and_aborts_and_stops_everything_on_signal(
     proc = subprocess.Popen(
         [sys.executable, "-m", "streams.cli", "up", "--demo", "--runs", "20"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
+        # A shell starts background jobs with SIGINT ignored, and Python then keeps ignoring
+        # it: give `up` a terminal's Ctrl-C whatever launched the test run.
+        preexec_fn=_default_sigint,
     )  # fmt: skip
-    lines: list[str] = []
+    assert proc.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()  # read by a thread: a silent `up` must not hang us
+    reader = threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True)
+    reader.start()
+    seen: list[str] = []
+    children: list[int] = []
     try:
-        assert proc.stdout is not None
         end = time.monotonic() + DEADLINE_S
-        while time.monotonic() < end:
-            line = proc.stdout.readline()
-            if not line:
+        text = ""
+        while not ("→ block_call" in text and "→ abort_run" in text):
+            remaining = end - time.monotonic()
+            if remaining <= 0:
                 break
-            lines.append(line.rstrip())
-            text = "\n".join(lines)
-            if "→ block_call" in text and "→ abort_run" in text:
+            try:
+                seen.append(lines.get(timeout=remaining).rstrip())
+            except queue.Empty:
                 break
-        text = "\n".join(lines)
+            text = "\n".join(seen)
+        children = [int(m) for m in re.findall(r"(?:worker\s+pid|in memory, pid) (\d+)", text)]
         assert "→ block_call" in text, text
         assert "→ abort_run" in text and "compaction_loop_persisted" in text, text
         worker_pid = int(re.search(r"worker\s+pid (\d+)", text).group(1))  # type: ignore[union-attr]
@@ -59,7 +81,16 @@ def test_up_demo_prints_blocks_and_aborts_and_stops_everything_on_signal(
         assert _alive(worker_pid) and _alive(broker_pid)
     finally:
         proc.send_signal(stop_signal)
-        rest, _ = proc.communicate(timeout=60)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            for pid in [proc.pid, *children]:  # leave nothing behind, then fail
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            raise
+        reader.join(timeout=10)
+        proc.stdout.close()
+    rest = "".join(lines.get() for _ in range(lines.qsize()))
     assert proc.returncode == 0, rest
     assert "stopping" in rest
     assert not _alive(worker_pid)

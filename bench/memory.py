@@ -51,7 +51,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaProducer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -91,20 +90,6 @@ def fleet_order(records: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes, 
             out.append((key, value, start + (j // 2) * FLEET_TURN_S * 1000 + (j % 2) * 100))
     out.sort(key=lambda e: e[2])  # stable: a run's events keep their order
     return out
-
-
-async def prefill_at(bootstrap: str, topic: str, events: list[tuple[bytes, bytes, int]]) -> None:
-    """Write timestamped events, the last one stamped now (record timestamps = stream time)."""
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=256 * 1024, acks=1
-    )
-    await producer.start()
-    try:
-        base = int(time.time() * 1000) - events[-1][2]
-        sent = [await producer.send(topic, v, key=k, timestamp_ms=base + t) for k, v, t in events]
-        await asyncio.gather(*sent)
-    finally:
-        await producer.stop()
 
 
 def state_size(records: list[tuple[bytes, bytes]]) -> float:
@@ -181,8 +166,11 @@ async def one_worker(
         before = rss_bytes(proc.pid)
         if options.probe:
             out["probe_before"] = await asyncio.to_thread(_probe, web)
-        if options.order == "fleet":
-            await prefill_at(broker.bootstrap, source, fleet_order(records))
+        if options.order == "fleet":  # record timestamps are stream time; the last one is now
+            events = fleet_order(records)
+            base = int(time.time() * 1000) - events[-1][2]
+            stamps = [base + t for _, _, t in events]
+            await prefill(broker.bootstrap, source, [(k, v) for k, v, _ in events], stamps)
         else:
             await prefill(broker.bootstrap, source, records)
         deadline = time.monotonic() + 600

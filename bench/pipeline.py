@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.direct import direct_worker  # noqa: E402
+from bench.faust_floor import MODES as FLOOR_MODES  # noqa: E402
 from streams.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
 from streams.processes import stop_process  # noqa: E402
 
@@ -41,7 +42,6 @@ PARTITIONS = 4
 RUNS = 1000
 PAD = "x" * 200
 POLICY = {"tools": {"loopDetection": {"enabled": True}}}
-FLOOR_MODES = ("empty", "table")  # bench/faust_floor.py
 
 
 def workload(calls: int, runs: int = RUNS) -> list[tuple[bytes, bytes]]:
@@ -80,14 +80,23 @@ def workload(calls: int, runs: int = RUNS) -> list[tuple[bytes, bytes]]:
     return out
 
 
-async def prefill(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
-    """Write the workload into the input topic."""
+async def prefill(
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[bytes, bytes]],
+    stamps_ms: list[int] | None = None,
+) -> None:
+    """Write the workload into the input topic (record timestamps `stamps_ms`, else now)."""
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=256 * 1024, acks=1
     )
     await producer.start()
     try:
-        futures = [await producer.send(topic, v, key=k) for k, v in records]
+        stamps: list[int | None] = list(stamps_ms) if stamps_ms else [None] * len(records)
+        futures = [
+            await producer.send(topic, v, key=k, timestamp_ms=t)
+            for (k, v), t in zip(records, stamps, strict=True)
+        ]
         await asyncio.gather(*futures)
     finally:
         await producer.stop()

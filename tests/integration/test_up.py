@@ -73,11 +73,12 @@ def test_up_demo_prints_blocks_and_aborts_and_stops_everything_on_signal(
             except queue.Empty:
                 break
             text = "\n".join(seen)
-        children = [int(m) for m in re.findall(r"(?:worker\s+pid|in memory, pid) (\d+)", text)]
+        pids = [re.search(p, text) for p in (r"worker\s+pid (\d+)", r"in memory, pid (\d+)")]
+        children = [int(m.group(1)) for m in pids if m]
         assert "→ block_call" in text, text
         assert "→ abort_run" in text and "compaction_loop_persisted" in text, text
-        worker_pid = int(re.search(r"worker\s+pid (\d+)", text).group(1))  # type: ignore[union-attr]
-        broker_pid = int(re.search(r"in memory, pid (\d+)", text).group(1))  # type: ignore[union-attr]
+        assert len(children) == 2, text
+        worker_pid, broker_pid = children
         assert _alive(worker_pid) and _alive(broker_pid)
     finally:
         proc.send_signal(stop_signal)

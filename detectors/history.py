@@ -27,7 +27,12 @@ def record_call(state: RunState, call: ToolCall, th: Thresholds, seq: int = 0) -
 
 
 def record_outcome(
-    state: RunState, call: ToolCall, outcome: Outcome, th: Thresholds, seq: int = 0
+    state: RunState,
+    call: ToolCall,
+    outcome: Outcome,
+    th: Thresholds,
+    seq: int = 0,
+    event_id: str | None = None,
 ) -> Record | None:
     """Attach an outcome to its pending record (or append a completed one); None if unhashable."""
     rhash = result_hash(call.tool, call.args, outcome, th.channel_tools)
@@ -43,10 +48,10 @@ def record_outcome(
             continue
         if rec.result_hash is None and rec.args_hash == ahash and rec.tool == tool:
             # A completed record needs no tool_call_id (it pairs a pending one; not persisted).
-            done = Record(tool, ahash, None, rhash, unknown, seq)
+            done = Record(tool, ahash, None, rhash, unknown, seq, event_id)
             history[i] = done
             return done
-    done = Record(tool, ahash, None, rhash, unknown, seq)
+    done = Record(tool, ahash, None, rhash, unknown, seq, event_id)
     history.append(done)
     _trim(history, th.history_size)
     return done

@@ -9,14 +9,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from detectors.compaction_guard import arm_guard, late_outcomes, observe_guard
 from detectors.engine import detect, publish_warning
 from detectors.events import TOOL_EVENTS, Event, parse_event
 from detectors.history import record_call, record_outcome
-from detectors.state import RunState
-from detectors.values import JSON, GuardAbort, Thresholds, Verdict
+from detectors.state import LifeKind, RunState
+from detectors.values import JSON, GuardAbort, Thresholds, ToolCall, Verdict
 
 DecisionKind = Literal["loop_event", "command", "verdict"]
 
@@ -48,8 +48,6 @@ def effective_agent(state: RunState, event: Event) -> str | None:
 
 def is_duplicate(state: RunState, event: Event) -> bool:
     """True for a redelivered event: its seq is not past the run's watermark for its topic."""
-    if state.ended_seq is not None:
-        return event.seq <= state.ended_seq
     mark = state.tool_seq if event.type in TOOL_EVENTS else state.life_seq
     return mark is not None and event.seq <= mark
 
@@ -57,25 +55,101 @@ def is_duplicate(state: RunState, event: Event) -> bool:
 def process_event(
     state: RunState, event: Event | Mapping[str, object], th: Thresholds
 ) -> list[Decision]:
-    """Apply one event to the run's state (in place) and return the decisions it yields."""
+    """Apply one event to the run's state (in place) and return the decisions it yields.
+
+    Decisions are those of the run's events in seq order, however the two input topics
+    interleave (docs/semantics.md, "Order"): tool events apply on arrival; a compaction or
+    run_end that arrives ahead of tool events with a lower seq is held until they are in.
+    """
     ev = event if isinstance(event, Event) else parse_event(event)
     if is_duplicate(state, ev):
         return []
-    if state.ended_seq is not None:
-        _reset(state)  # an event past run_end starts a fresh run
     if ev.type in TOOL_EVENTS:
+        out = _release_held(state, th, before=ev.seq)
+        _begin(state)
+        _name_agent(state, ev)
         state.tool_seq = ev.seq
+        out += _on_call(state, ev, th) if ev.type == "tool_call" else _on_result(state, ev, th)
     else:
+        _name_agent(state, ev)
         state.life_seq = ev.seq
+        kind: LifeKind = "compaction" if ev.type == "compaction" else "run_end"
+        if state.tool_seq is not None and ev.seq < state.tool_seq and not state.held:
+            return _on_late_life(state, ev, kind, th)
+        state.held.append((ev.seq, kind))
+        out = []
+    return out + _release_ready(state, th)
+
+
+def _name_agent(state: RunState, ev: Event) -> None:
     if state.agent_id is None and ev.agent_id is not None:
         state.agent_id = ev.agent_id
-    if ev.type == "tool_call":
-        return _on_call(state, ev, th)
-    if ev.type == "tool_result":
-        return _on_result(state, ev, th)
-    if ev.type == "compaction":
-        return _on_compaction(state, ev, th)
-    _end(state, ev.seq)
+
+
+def _begin(state: RunState) -> None:
+    """An event past an applied run_end starts the run afresh (the tombstone ends)."""
+    if state.ended_seq is not None:
+        state.ended_seq = None
+
+
+def _position(state: RunState) -> int | None:
+    """The highest seq applied so far on either topic."""
+    marks = [m for m in (state.tool_seq, state.life_done) if m is not None]
+    return max(marks) if marks else None
+
+
+def _release_held(state: RunState, th: Thresholds, before: int) -> list[Decision]:
+    """Apply the held life events whose seq precedes a tool event about to apply."""
+    out: list[Decision] = []
+    while state.held and state.held[0][0] < before:
+        seq, kind = state.held.pop(0)
+        out += _apply_life(state, kind, seq, th)
+    return out
+
+
+def _release_ready(state: RunState, th: Thresholds) -> list[Decision]:
+    """Apply held life events that come right after everything applied (seq + 1): nothing of
+    the run can still be missing before them."""
+    out: list[Decision] = []
+    while state.held:
+        pos = _position(state)
+        if pos is None or state.held[0][0] != pos + 1:
+            break
+        seq, kind = state.held.pop(0)
+        out += _apply_life(state, kind, seq, th)
+    return out
+
+
+def _apply_life(state: RunState, kind: LifeKind, seq: int, th: Thresholds) -> list[Decision]:
+    """A compaction or run_end at its place in seq order: no later tool event is applied."""
+    _begin(state)
+    state.life_done = seq
+    if kind == "compaction":
+        arm_guard(state, th, seq)
+    else:
+        _end(state, seq)
+    return []
+
+
+def _on_late_life(state: RunState, ev: Event, kind: LifeKind, th: Thresholds) -> list[Decision]:
+    """A life event delivered after tool events with a higher seq were applied."""
+    seq = ev.seq
+    state.life_done = seq
+    if kind == "run_end":
+        # The tool events after it can only be a new run under the same id, already applied
+        # to this state; ending it now would drop them. The idle TTL ends the state instead.
+        return []
+    arm_guard(state, th, seq)
+    if not th.post_compaction_guard:
+        return []
+    for record in late_outcomes(state, seq):
+        abort = observe_guard(state, record, th)
+        if abort is not None:
+            # Attributed to the result that completed the window, as in seq order.
+            eid = record.event_id if record.event_id is not None else f"seq:{record.seq}"
+            return _abort(state, Trigger(ev.run_id, eid, record.seq), abort)
+        if state.guard_remaining <= 0:
+            break
     return []
 
 
@@ -85,74 +159,65 @@ def _on_call(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
     verdict = detect(state, call, th)
     out: list[Decision] = []
     decision = "allow"
+    trigger = Trigger(ev.run_id, ev.event_id, ev.seq)
     if verdict is None:
         record_call(state, call, th, ev.seq)
     elif verdict.level == "critical":
         decision = "block"
-        out += _block(state, ev, verdict)
+        out += _block(state, trigger, call, verdict)
     else:
         decision = "warn"
         published = publish_warning(state, verdict.warning_key, verdict.count)
-        out.append(_loop_event(state, ev, call.tool, verdict, published))
+        out.append(_loop_event(state, trigger, call.tool, verdict, published))
         record_call(state, call, th, ev.seq)
     if ev.want_verdict:
-        out.append(
-            Decision(
-                "verdict",
-                decision_id(ev.run_id, ev.event_id, "verdict"),
-                ev.run_id,
-                {
-                    "type": "verdict",
-                    "run_id": ev.run_id,
-                    "tool_call_id": call.tool_call_id,
-                    "decision": decision,
-                    "trigger_event_id": ev.event_id,
-                    "seq": ev.seq,
-                    "id": decision_id(ev.run_id, ev.event_id, "verdict"),
-                },
-            )
-        )
+        vid = decision_id(ev.run_id, ev.event_id, "verdict")
+        payload: dict[str, JSON] = {
+            "type": "verdict",
+            "run_id": ev.run_id,
+            "tool_call_id": call.tool_call_id,
+            "decision": decision,
+            "trigger_event_id": ev.event_id,
+            "seq": ev.seq,
+            "id": vid,
+        }
+        out.append(Decision("verdict", vid, ev.run_id, payload))
     return out
 
 
 def _on_result(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
     assert ev.call is not None and ev.outcome is not None  # parse_event guarantees both
-    record = record_outcome(state, ev.call, ev.outcome, th, ev.seq)
+    record = record_outcome(state, ev.call, ev.outcome, th, ev.seq, ev.event_id)
     if record is None:
         return []
     abort = observe_guard(state, record, th)
-    return [] if abort is None else _abort(state, ev, abort)
-
-
-def _on_compaction(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
-    arm_guard(state, th, ev.seq)
-    if not th.post_compaction_guard:
-        return []
-    for record in late_outcomes(state, ev.seq):
-        abort = observe_guard(state, record, th)
-        if abort is not None:
-            return _abort(state, ev, abort)
-        if state.guard_remaining <= 0:
-            break
-    return []
+    return [] if abort is None else _abort(state, Trigger(ev.run_id, ev.event_id, ev.seq), abort)
 
 
 def _end(state: RunState, seq: int) -> None:
-    _reset(state)
-    state.ended_seq = seq
-
-
-def _reset(state: RunState) -> None:
-    stamp = state.stamp_ms
+    """run_end at its place: a tombstone whose watermarks make every older event a duplicate;
+    life events held for after it (a new run under the same id) stay held."""
+    held, life_seq, stamp = state.held, state.life_seq, state.stamp_ms
     fresh = RunState()
     for name in RunState.__slots__:
         setattr(state, name, getattr(fresh, name))
     state.stamp_ms = stamp
+    state.held = held
+    state.ended_seq = state.tool_seq = state.life_done = seq
+    state.life_seq = seq if life_seq is None else max(life_seq, seq)
+
+
+class Trigger(NamedTuple):
+    """The event a decision is attributed to (its id derives from it)."""
+
+    run_id: str
+    event_id: str
+    seq: int
 
 
 def _loop_event(
     state: RunState,
-    ev: Event,
+    ev: Trigger,
     tool: str,
     v: Verdict | GuardAbort,
     published: bool,
@@ -184,7 +249,7 @@ def _loop_event(
     return Decision("loop_event", did, ev.run_id, payload)
 
 
-def _command(ev: Event, command: str, fields: dict[str, JSON]) -> Decision:
+def _command(ev: Trigger, command: str, fields: dict[str, JSON]) -> Decision:
     """A block_call / abort_run command; `fields` follow the common header in wire order."""
     cid = decision_id(ev.run_id, ev.event_id, command)
     payload: dict[str, JSON] = {
@@ -199,19 +264,18 @@ def _command(ev: Event, command: str, fields: dict[str, JSON]) -> Decision:
     return Decision("command", cid, ev.run_id, payload)
 
 
-def _block(state: RunState, ev: Event, v: Verdict) -> list[Decision]:
-    assert ev.call is not None
+def _block(state: RunState, ev: Trigger, call: ToolCall, v: Verdict) -> list[Decision]:
     fields: dict[str, JSON] = {
-        "tool_call_id": ev.call.tool_call_id,
-        "tool": ev.call.tool,
+        "tool_call_id": call.tool_call_id,
+        "tool": call.tool,
         "detector": v.detector,
         "count": v.count,
         "reason": v.message,
     }
-    return [_loop_event(state, ev, ev.call.tool, v, True), _command(ev, "block_call", fields)]
+    return [_loop_event(state, ev, call.tool, v, True), _command(ev, "block_call", fields)]
 
 
-def _abort(state: RunState, ev: Event, a: GuardAbort) -> list[Decision]:
+def _abort(state: RunState, ev: Trigger, a: GuardAbort) -> list[Decision]:
     fields: dict[str, JSON] = {
         "detector": a.detector,
         "count": a.count,

@@ -2,7 +2,8 @@
 
 The serialised form interns every tool name and hash in one table and writes 64-hex-digit
 digests as base64 of their raw bytes, so a 30-record looping run stays near 1 KB. The
-round-trip is exact: `RunState.from_json(s.to_json()) == s`, dict order included.
+round-trip is exact: `RunState.from_json(s.to_json()) == s`, dict order included. Format 2
+added the records' result event ids and the held life events; format 1 still loads.
 """
 
 from __future__ import annotations
@@ -10,19 +11,23 @@ from __future__ import annotations
 import base64
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
-
-import orjson
+from typing import Any, Literal
 
 from detectors.errors import InvalidState
+from detectors.jsjson import NotJSON, dumps, loads
 from detectors.values import Record
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_READABLE_VERSIONS = frozenset({1, 2})
 _HEX_TAIL = re.compile(r"^(.*?)([0-9a-f]{64})$", re.DOTALL)
 
 GuardObservation = tuple[str, str, str]  # (tool, args_hash, result_hash)
+LifeKind = Literal["compaction", "run_end"]
+HeldEvent = tuple[int, LifeKind]  # (seq, type) of a life event waiting for its place
+_LIFE_KINDS: tuple[LifeKind, ...] = ("compaction", "run_end")
 
 
 @dataclass(slots=True)
@@ -36,8 +41,10 @@ class RunState:
     guard_seq: int | None = None  # seq of the compaction that armed the guard
     guard_obs: list[GuardObservation] = field(default_factory=list)
     tool_seq: int | None = None  # highest seq seen on tool_call/tool_result events
-    life_seq: int | None = None  # highest seq seen on compaction/run_end events
+    life_seq: int | None = None  # highest seq seen on compaction/run_end events (held too)
     ended_seq: int | None = None  # set by run_end: the state is then a tombstone
+    life_done: int | None = None  # seq of the last life event applied
+    held: list[HeldEvent] = field(default_factory=list)  # life events ahead of the tool events
     stamp_ms: int | None = None  # opaque to the engine: the stream layer's last event time
 
     @property
@@ -64,12 +71,14 @@ class RunState:
                 -1 if r.result_hash is None else ref(r.result_hash),
                 r.seq - prev_seq,  # delta-coded: seqs grow without bound, gaps stay small
             ]
-            prev_seq = r.seq
             tcid = r.tool_call_id if r.result_hash is None else None
+            if r.event_id is not None or tcid is not None or r.unknown_tool_name is not None:
+                row.append(_event_ref(r.event_id, r.seq, ref))
             if tcid is not None or r.unknown_tool_name is not None:
                 row.append(tcid)
             if r.unknown_tool_name is not None:
                 row.append(r.unknown_tool_name)
+            prev_seq = r.seq
             rows.append(row)
         doc: dict[str, Any] = {"v": FORMAT_VERSION}
         if rows:
@@ -84,22 +93,25 @@ class RunState:
                 self.guard_seq,
                 [[ref(t), ref(a), ref(h)] for t, a, h in self.guard_obs],
             ]
-        marks = [self.tool_seq, self.life_seq, self.ended_seq, self.stamp_ms]
+        marks = [self.tool_seq, self.life_seq, self.ended_seq, self.stamp_ms, self.life_done]
         if any(m is not None for m in marks):
             doc["s"] = marks
+        if self.held:
+            doc["q"] = [[seq, _LIFE_KINDS.index(kind)] for seq, kind in self.held]
         if table:
             doc["t"] = [_pack(s) for s in table]
-        return orjson.dumps(doc).decode()
+        return dumps(doc).decode()
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> RunState:
         """Restore a state written by `to_json`; raises InvalidState on anything else."""
         try:
-            doc = orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
+            doc = loads(raw)
+        except NotJSON as e:
             raise InvalidState(f"corrupt RunState: {e}") from e
-        if not isinstance(doc, dict) or doc.get("v") != FORMAT_VERSION:
-            raise InvalidState("not a RunState of format 1")
+        if not isinstance(doc, dict) or doc.get("v") not in _READABLE_VERSIONS:
+            raise InvalidState("not a RunState of format 1 or 2")
+        extra = 1 if doc["v"] >= 2 else 0  # format 2 rows carry the event id at index 4
         try:
             table = [sys.intern(_unpack(s)) for s in doc.get("t", [])]  # shared by runs
             history = []
@@ -107,13 +119,15 @@ class RunState:
             for row in doc.get("h", []):
                 t, a, r, delta = row[:4]
                 seq += delta
-                tcid = row[4] if len(row) > 4 else None
-                unk = row[5] if len(row) > 5 else None
-                history.append(
-                    Record(table[t], table[a], tcid, None if r < 0 else table[r], unk, seq)
-                )
+                eid = _event_id(row[4], seq, table) if extra and len(row) > 4 else None
+                tcid = row[4 + extra] if len(row) > 4 + extra else None
+                unk = row[5 + extra] if len(row) > 5 + extra else None
+                result = None if r < 0 else table[r]
+                history.append(Record(table[t], table[a], tcid, result, unk, seq, eid))
             remaining, gseq, obs = doc.get("g", [0, None, []])
-            tool_seq, life_seq, ended_seq, stamp = doc.get("s", [None, None, None, None])
+            marks = doc.get("s", [None] * 5)
+            tool_seq, life_seq, ended_seq, stamp = marks[:4]
+            life_done = marks[4] if len(marks) > 4 else None
             return cls(
                 history=history,
                 buckets={k: b for k, b in doc.get("b", [])},
@@ -125,9 +139,28 @@ class RunState:
                 life_seq=life_seq,
                 ended_seq=ended_seq,
                 stamp_ms=stamp,
+                life_done=life_done,
+                held=[(seq, _LIFE_KINDS[kind]) for seq, kind in doc.get("q", [])],
             )
         except (AttributeError, TypeError, ValueError, IndexError) as e:
             raise InvalidState(f"corrupt RunState: {e}") from e
+
+
+def _event_ref(event_id: str | None, seq: int, ref: Callable[[str], int]) -> int | str | None:
+    """An event id as written: the interned prefix when it is `<prefix><seq>` (the runtime
+    client's `<run_id>:<seq>`), so a run's ids cost one table entry; else the id itself."""
+    if event_id is None:
+        return None
+    tail = str(seq)
+    if event_id.endswith(tail):
+        return ref(event_id[: -len(tail)])
+    return event_id
+
+
+def _event_id(cell: int | str | None, seq: int, table: list[str]) -> str | None:
+    if cell is None or isinstance(cell, str):
+        return cell
+    return table[cell] + str(seq)
 
 
 # Hashes recur across a run's records and across runs: memoising the pure (un)packing makes

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, Literal, Protocol
 
-import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from detectors.hashing import DEFAULT_CHANNEL_TOOLS
+from detectors.jsjson import NotJSON, dumps, loads
 from detectors.values import JSON
 from streams.broker import BrokerError, topic_partitions
 from streams.run_events import MISSING, Missing, RunEvents, WireEvent, utc_now
@@ -254,8 +254,8 @@ class RuntimeClient:
                 "or run_end"
             )
         try:
-            value = orjson.dumps(event)
-        except TypeError as exc:
+            value = dumps(event)
+        except (TypeError, ValueError) as exc:
             raise ClientError(f"event {event.get('event_id')!r} is not JSON: {exc}") from exc
         self._own(run_id)
         fut = await self._producer.send(topic, value, key=run_id.encode())
@@ -327,8 +327,8 @@ class RuntimeClient:
 
     def _dispatch(self, raw: bytes | None) -> None:
         try:
-            msg = orjson.loads(raw or b"")
-        except orjson.JSONDecodeError:
+            msg = loads(raw or b"")
+        except NotJSON:
             return
         if not isinstance(msg, dict) or msg.get("run_id") not in self._owned:
             return

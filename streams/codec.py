@@ -1,14 +1,15 @@
 """Wire codec of the worker: raw Kafka value -> JSON object, decisions -> control bytes.
 
 Validation of the object's shape is the engine's (`detectors.parse_event`); this module only
-refuses what is not a JSON object of acceptable size, with a stable label-safe reason.
+refuses what is not a JSON object of acceptable size, with a stable label-safe reason. JSON is
+read and written as JavaScript does (`detectors.jsjson`, docs/wire-format.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import orjson
+from detectors.jsjson import NotJSON, dumps, loads
 
 __all__ = ["Rejected", "decode_object", "encode"]
 
@@ -30,8 +31,8 @@ def decode_object(raw: bytes | None, max_bytes: int) -> dict[str, Any]:
     if len(raw) > max_bytes:
         raise Rejected("too_large", f"{len(raw)} bytes exceeds the limit of {max_bytes}")
     try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
+        obj = loads(raw)
+    except NotJSON as exc:
         raise Rejected("not_json", str(exc)) from None
     if not isinstance(obj, dict):
         raise Rejected("not_object", f"expected a JSON object, got {type(obj).__name__}")
@@ -40,4 +41,4 @@ def decode_object(raw: bytes | None, max_bytes: int) -> dict[str, Any]:
 
 def encode(obj: dict[str, Any]) -> bytes:
     """Encode one control or dead-letter object as compact JSON."""
-    return orjson.dumps(obj)
+    return dumps(obj)

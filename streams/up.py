@@ -20,9 +20,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from detectors.jsjson import loads
 from streams.broker import EmbeddedBroker, free_port, topic_partitions
 from streams.client import Topics
 from streams.processes import stop_process
@@ -89,7 +89,7 @@ async def _tail(bootstrap: str, topic: str, show_unpublished: bool) -> None:
             batches = await consumer.getmany(timeout_ms=500)
             for records in batches.values():
                 for rec in records:
-                    msg = orjson.loads(rec.value or b"{}")
+                    msg = loads(rec.value or b"{}")
                     is_quiet = msg.get("type") == "loop_event" and not msg.get("published")
                     if is_quiet and not show_unpublished:
                         continue

@@ -1,78 +1,151 @@
-"""The `loopguard` command: replay, policy check, schema, worker, up, simulate."""
+"""The `loopguard` command: replay, explain, compare, policy check, schema, worker, up.
+
+Every failure is one line on stderr and a documented exit code (streams/cli_errors.py,
+docs/audit.md); `--debug` shows the traceback instead.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import IO
+from typing import IO, NoReturn
 
 import orjson
 
 from config import Policy, PolicyError, load_policy
-from detectors import Decision
-from streams.replay import Rejected, Replayer, encode_decision, replay_lines
+from streams.cli_errors import (
+    EXIT_CANNOT_WRITE,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    describe,
+)
+from streams.inputs import Bound, FileInput, InputError, TopicInput, parse_bound
 
-PROGRESS_EVERY = 5000
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a filter cut off by `| head`
+DEFAULT_IDLE_TTL_S = 1800.0  # the worker's LOOPGUARD_RUN_IDLE_TTL_SECONDS default
 
 
 def _policy(path: str | None) -> Policy:
     return Policy.default() if path is None else load_policy(path)
 
 
-def _table_row(d: Decision) -> str:
-    p = d.to_wire()
-    if d.kind == "loop_event":
-        pub = "" if p["published"] else " (unpublished)"
-        return (
-            f"{p['seq']!s:>6}  {p['run_id']!s:<20.20} {p['action']!s:<6} {p['detector']!s:<26} "
-            f"{p['count']!s:>4}  {p['tool']}{pub}"
-        )
-    if d.kind == "command":
-        return f"{p['seq']!s:>6}  {p['run_id']!s:<20.20} → {p['command']} ({p['detector']})"
-    return f"{p['seq']!s:>6}  {p['run_id']!s:<20.20} verdict {p['decision']} {p['tool_call_id']}"
+def _bound(text: str | None, flag: str) -> Bound | None:
+    if text is None:
+        return None
+    try:
+        return parse_bound(text)
+    except InputError as e:
+        raise CliError(f"{flag}: {e}", EXIT_USAGE) from None
+
+
+def _source(args: argparse.Namespace) -> FileInput | TopicInput:
+    """The input named on the command line: a file, `-` (stdin) or `--topic`."""
+    if args.topic:
+        if args.input is not None:
+            raise CliError("give either an input file or --topic, not both", EXIT_USAGE)
+        start, end = _bound(args.from_, "--from"), _bound(args.to, "--to")
+        return TopicInput(args.broker, args.topic, start, end)
+    if args.input is None:
+        raise CliError("no input: give a file, - for stdin, or --topic", EXIT_USAGE)
+    if args.from_ is not None or args.to is not None:
+        raise CliError("--from and --to bound a --topic, not a file", EXIT_USAGE)
+    return FileInput(args.input)
+
+
+def _open_output(path: str | None) -> IO[bytes]:
+    if path is None:
+        return sys.stdout.buffer
+    try:
+        return open(path, "wb")
+    except OSError as e:
+        raise CliError(f"cannot write {path}: {e.strerror or e}", EXIT_CANNOT_WRITE) from None
+
+
+def _ttl_ms(seconds: float) -> int | None:
+    return int(seconds * 1000) if seconds > 0 else None
+
+
+def _jobs(value: int) -> int:
+    return value if value > 0 else os.cpu_count() or 1
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    """Run the engine offline over a JSONL file (or a topic) and print the decisions."""
-    replayer = Replayer(_policy(args.policy))
-    out: IO[bytes] = open(args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115
-    progress = sys.stderr.isatty() and not args.quiet
-    try:
-        if args.topic:
-            from streams.topic_reader import read_topic_lines
+    """Run the engine offline over recorded events and print the decisions."""
+    from streams.progress import TICK_EVERY, Progress
+    from streams.replay_jobs import ReplaySpec, replay_local, replay_sharded
 
-            lines = read_topic_lines(args.broker, args.topic)
-        else:
-            lines = Path(args.file).read_bytes().splitlines()
-        total = len(lines)
-        for i, item in enumerate(replay_lines(replayer, lines), 1):
-            if isinstance(item, Rejected):
-                print(f"line {item.line}: {item.reason}: {item.detail}", file=sys.stderr)
+    spec = ReplaySpec(_policy(args.policy), args.format == "table", _ttl_ms(args.idle_ttl))
+    source = _source(args)
+    jobs = _jobs(args.jobs)
+    out = _open_output(args.output)
+    progress = Progress(Progress.wanted(args.quiet), source.total_bytes, source.done_bytes)
+    if jobs == 1:
+        outputs, stats = replay_local(spec, source)
+    else:
+        outputs, stats = replay_sharded(spec, source, jobs)
+    next_tick = TICK_EVERY
+    try:
+        for o in outputs:
+            if o.rejected is not None:
+                r = o.rejected
+                progress.close()
+                print(f"{source.unit} {r.line}: {r.reason}: {r.detail}", file=sys.stderr)
                 if args.strict:
-                    return 2
+                    return EXIT_USAGE
                 continue
-            if args.format == "table":
-                out.write(_table_row(item).encode() + b"\n")
-            else:
-                out.write(encode_decision(item) + b"\n")
-            if progress and i % PROGRESS_EVERY == 0:
-                done = replayer.stats.events
-                print(f"\r{done}/{total} events", end="", file=sys.stderr)
+            out.write(o.data)
+            if o.pos >= next_tick:
+                progress.tick(o.pos)
+                next_tick = o.pos + TICK_EVERY
     finally:
+        progress.close()
+        out.flush()
         if args.output:
             out.close()
-    s = replayer.stats
-    if progress:
-        print("\r", end="", file=sys.stderr)
     if not args.quiet:
-        print(
-            f"{s.events} events, {s.decisions} decisions, {s.duplicates} duplicates, "
-            f"{s.rejected} rejected",
-            file=sys.stderr,
-        )
-    return 1 if s.rejected and args.strict else 0
+        print(stats.summary(), file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Print one run's timeline: every call, its hashes, the counts the rules saw, decisions."""
+    from streams.explain import explain_run, render_json, render_table
+
+    source = _source(args)
+    timeline = explain_run(_policy(args.policy), source, args.run_id, _ttl_ms(args.idle_ttl))
+    if not timeline.rows:
+        raise CliError(f"run {args.run_id!r} not found in the input", EXIT_FAILED)
+    text = render_json(timeline) if args.format == "json" else render_table(timeline)
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Replay two policies over the same history and report what the candidate changes."""
+    from streams.compare import compare, render_summary
+
+    source = _source(args)
+    base, cand = _policy(args.policy), _policy(args.candidate)
+    report = compare(base, cand, source, _ttl_ms(args.idle_ttl))
+    report.policy_names = (args.policy or "(defaults)", args.candidate)
+    if args.html:
+        from streams.report_html import render_html
+
+        try:
+            with open(args.html, "w", encoding="utf-8") as f:
+                f.write(render_html(report))
+        except OSError as e:
+            raise CliError(f"cannot write {args.html}: {e.strerror or e}", EXIT_CANNOT_WRITE) from e
+    if args.format == "json":
+        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        sys.stdout.write(render_summary(report))
+    return EXIT_OK
 
 
 def cmd_policy_check(args: argparse.Namespace) -> int:
@@ -83,10 +156,10 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
         print(f"invalid policy {args.file}:", file=sys.stderr)
         for issue in e.issues:
             print(f"  {issue.path}: {issue.message}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     eff = policy.effective(args.agent)
     sys.stdout.write(orjson.dumps(eff, option=orjson.OPT_INDENT_2).decode() + "\n")
-    return 0
+    return EXIT_OK
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -94,7 +167,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from streams.schema import wire_schema
 
     sys.stdout.write(orjson.dumps(wire_schema(), option=orjson.OPT_INDENT_2).decode() + "\n")
-    return 0
+    return EXIT_OK
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -111,47 +184,116 @@ def cmd_up(args: argparse.Namespace) -> int:
     return up_main(demo=args.demo, runs=args.runs)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line and EXIT_USAGE, like every other failure."""
+
+    def error(self, message: str) -> NoReturn:
+        """Raise instead of printing the usage block."""
+        raise CliError(f"{message} (see `{self.prog} --help`)", EXIT_USAGE)
+
+
+def _add_input(p: argparse.ArgumentParser) -> None:
+    """The input arguments shared by replay, explain and compare."""
+    p.add_argument("input", nargs="?", help="JSONL events (plain or .gz); - reads stdin")
+    p.add_argument("--topic", help="read a topic's messages instead of a file")
+    p.add_argument("--broker", default="127.0.0.1:9092", help="bootstrap for --topic")
+    p.add_argument("--from", dest="from_", metavar="POS", help="offset or RFC 3339 time")
+    p.add_argument("--to", metavar="POS", help="offset or RFC 3339 time (exclusive)")
+    p.add_argument(
+        "--idle-ttl",
+        type=float,
+        default=DEFAULT_IDLE_TTL_S,
+        metavar="S",
+        help="drop a run quiet this long in event time, as the worker does (0: never)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    p = argparse.ArgumentParser(prog="loopguard", description=__doc__)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    p = _Parser(prog="loopguard", description=__doc__, parents=[common])
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("replay", help="run the engine offline over recorded events")
-    src = r.add_mutually_exclusive_group(required=True)
-    src.add_argument("file", nargs="?", help="wire events, one JSON object per line")
-    src.add_argument("--topic", help="replay a topic's messages instead of a file")
-    r.add_argument("--broker", default="127.0.0.1:9092", help="bootstrap for --topic")
+    r = sub.add_parser(
+        "replay", help="run the engine offline over recorded events", parents=[common]
+    )
+    _add_input(r)
     r.add_argument("--policy", help="OpenClaw-shaped JSON5 policy file (default: defaults)")
     r.add_argument("--format", choices=["jsonl", "table"], default="jsonl")
     r.add_argument("--output", help="write decisions here instead of stdout")
     r.add_argument("--strict", action="store_true", help="stop at the first malformed line")
     r.add_argument("--quiet", action="store_true", help="no progress or summary on stderr")
+    r.add_argument("--jobs", type=int, default=1, help="processes, sharded by run id (0: cores)")
     r.set_defaults(func=cmd_replay)
 
-    pol = sub.add_parser("policy", help="policy tools")
+    e = sub.add_parser("explain", help="one run's timeline and why", parents=[common])
+    e.add_argument("run_id", metavar="RUN_ID")
+    _add_input(e)
+    e.add_argument("--policy", help="OpenClaw-shaped JSON5 policy file (default: defaults)")
+    e.add_argument("--format", choices=["table", "json"], default="table")
+    e.set_defaults(func=cmd_explain)
+
+    c = sub.add_parser(
+        "compare", help="what-if: a candidate policy vs the current one", parents=[common]
+    )
+    _add_input(c)
+    c.add_argument("--policy", help="the current policy (default: defaults)")
+    c.add_argument("--candidate", required=True, help="the policy to evaluate")
+    c.add_argument("--format", choices=["text", "json"], default="text")
+    c.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
+    c.set_defaults(func=cmd_compare)
+
+    pol = sub.add_parser("policy", help="policy tools", parents=[common])
     psub = pol.add_subparsers(dest="policy_command", required=True)
-    chk = psub.add_parser("check", help="validate a policy and print the effective thresholds")
+    chk = psub.add_parser(
+        "check", help="validate a policy and print the effective thresholds", parents=[common]
+    )
     chk.add_argument("file")
     chk.add_argument("--agent", default=None, help="agent id whose overlay to apply")
     chk.set_defaults(func=cmd_policy_check)
 
-    sc = sub.add_parser("schema", help="print the JSON Schemas of the wire events")
+    sc = sub.add_parser(
+        "schema", help="print the JSON Schemas of the wire events", parents=[common]
+    )
     sc.set_defaults(func=cmd_schema)
 
-    w = sub.add_parser("worker", help="run a worker against LOOPGUARD_BROKER")
+    w = sub.add_parser("worker", help="run a worker against LOOPGUARD_BROKER", parents=[common])
     w.set_defaults(func=cmd_worker)
 
-    u = sub.add_parser("up", help="embedded broker + worker (+ --demo fleet)")
+    u = sub.add_parser("up", help="embedded broker + worker (+ --demo fleet)", parents=[common])
     u.add_argument("--demo", action="store_true", help="also run a simulated fleet")
     u.add_argument("--runs", type=int, default=50, help="runs in the demo fleet")
     u.set_defaults(func=cmd_up)
     return p
 
 
+def _prog(argv: Sequence[str]) -> str:
+    """`loopguard <command>` for the message prefix, from the raw arguments."""
+    commands = {"replay", "explain", "compare", "policy", "schema", "worker", "up"}
+    named = next((a for a in argv if a in commands), None)
+    return f"loopguard {named}" if named else "loopguard"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `loopguard` console script."""
-    args = build_parser().parse_args(argv)
-    rc: int = args.func(args)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv  # known before parsing, so parse errors honour it too
+    try:
+        args = build_parser().parse_args(argv)
+        rc: int = args.func(args)
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, like any Unix filter.
+        # stdout may be no file descriptor (embedded use): then nothing is left to flush.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except (Exception, KeyboardInterrupt) as exc:
+        if debug:
+            raise
+        message, code = describe(exc)
+        print(f"{_prog(argv)}: {message}", file=sys.stderr)
+        return code
     return rc
 
 

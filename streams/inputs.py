@@ -1,0 +1,272 @@
+"""Replay inputs read as a stream: JSONL files (plain or gzip), stdin (`-`), or a topic.
+
+Every source yields `(position, raw)` pairs in a deterministic order with bounded memory:
+`position` is the 1-based line number of a file, or the 1-based index of a topic's message in
+read order (partitions in order, each in offset order), and is what a rejected line names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import io
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, BinaryIO, cast
+
+__all__ = [
+    "Bound",
+    "FileInput",
+    "InputError",
+    "InputItem",
+    "TopicInput",
+    "file_items",
+    "open_input",
+    "parse_bound",
+    "topic_items",
+]
+
+InputItem = tuple[int, bytes]
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class InputError(Exception):
+    """An input that cannot be read: a missing file, a corrupt gzip stream, a bad bound."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """A `--from` / `--to` position of a topic: an offset, or a time in epoch milliseconds."""
+
+    offset: int | None = None
+    time_ms: int | None = None
+
+
+def parse_bound(text: str) -> Bound:
+    """`1200` is an offset (every partition); an RFC 3339 time is a record timestamp."""
+    if text.isdigit():
+        return Bound(offset=int(text))
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise InputError(
+            f"{text!r} is neither an offset (e.g. 1200) nor an RFC 3339 time "
+            "(e.g. 2026-12-01T10:00:00Z)"
+        ) from None
+    if when.tzinfo is None:
+        raise InputError(f"{text!r} has no time zone (add Z or +00:00)")
+    return Bound(time_ms=int(when.timestamp() * 1000))
+
+
+def open_input(path: str) -> BinaryIO:
+    """A binary stream of `path` (`-` is stdin), gunzipped when it starts with gzip's magic."""
+    return _open(path)[0]
+
+
+def _open(path: str) -> tuple[BinaryIO, BinaryIO]:
+    """(the decoded stream, the raw file under it, whose position tracks progress)."""
+    try:
+        raw: BinaryIO = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+        buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(cast(Any, raw))
+        magic = buffered.peek(2)[:2]
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if magic == _GZIP_MAGIC:
+        unzipped = gzip.GzipFile(fileobj=buffered, mode="rb")
+        return io.BufferedReader(cast(Any, unzipped), 1 << 16), buffered
+    return buffered, buffered
+
+
+class FileInput:
+    """Non-blank lines of a file or stdin with their 1-based line numbers, one at a time."""
+
+    unit = "line"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.total_bytes: int | None = None
+        if path != "-" and os.path.isfile(path):
+            self.total_bytes = os.path.getsize(path)
+        self._raw: BinaryIO | None = None
+
+    def done_bytes(self) -> int:
+        """Bytes of the file (compressed, for gzip) read so far."""
+        try:
+            return self._raw.tell() if self._raw is not None else 0
+        except OSError:
+            return 0
+
+    def __iter__(self) -> Iterator[InputItem]:
+        stream, self._raw = _open(self.path)
+        n = 0
+        try:
+            for line in stream:
+                n += 1
+                if line.isspace():
+                    continue
+                yield n, line
+        except (EOFError, gzip.BadGzipFile) as exc:
+            raise InputError(f"{self.path}: corrupt gzip stream after line {n}: {exc}") from None
+        except OSError as exc:
+            reason = exc.strerror or exc
+            raise InputError(f"cannot read {self.path} after line {n}: {reason}") from None
+        finally:
+            if self.path != "-":
+                stream.close()
+
+
+def file_items(path: str) -> Iterator[InputItem]:
+    """`FileInput(path)` as a plain iterator."""
+    return iter(FileInput(path))
+
+
+def topic_items(
+    bootstrap: str,
+    topic: str,
+    start: Bound | None = None,
+    end: Bound | None = None,
+    wait_s: float = 10.0,
+    idle_s: float = 0.5,
+) -> Iterator[InputItem]:
+    """A topic's message values from `start` (inclusive) to `end` (exclusive), streamed.
+
+    Partitions are read one after the other, each in offset order. Without `end`, a partition
+    is read until its reported end and then quiet for `idle_s` (Tansu reports too low an end
+    offset for partitions written in batches: streams/topic_reader.py).
+    """
+    from streams.broker_wait import retry_until_reachable  # aiokafka: only for topics
+
+    loop = asyncio.new_event_loop()
+    try:
+        reader = _TopicReader(bootstrap, topic, wait_s, idle_s)
+        loop.run_until_complete(retry_until_reachable(reader.start, bootstrap, 0.0))
+        try:
+            n = 0
+            for partition in range(reader.partitions):
+                first, last = loop.run_until_complete(reader.span(partition, start, end))
+                while True:
+                    batch = loop.run_until_complete(reader.fetch(partition, first, last))
+                    if batch is None:
+                        break
+                    for value in batch:
+                        n += 1
+                        yield n, value
+        finally:
+            loop.run_until_complete(reader.stop())
+    finally:
+        loop.close()
+
+
+class _TopicReader:
+    """One group-less consumer reading one partition at a time between two offsets."""
+
+    def __init__(self, bootstrap: str, topic: str, wait_s: float, idle_s: float) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.wait_s = wait_s
+        self.idle_s = idle_s
+        self.partitions = 0
+        self._consumer: Any = None  # aiokafka ships no type hints
+        self._next = 0
+        self._quiet_since = 0.0
+        self._reported_end = 0
+
+    async def start(self) -> None:
+        """Connect and learn the partition count (the topic must exist)."""
+        from aiokafka import AIOKafkaConsumer
+
+        from streams.broker import topic_partitions
+
+        self.partitions = (await topic_partitions(self.bootstrap, [self.topic], self.wait_s))[
+            self.topic
+        ]
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=100,
+            max_partition_fetch_bytes=4 * 1024 * 1024,
+            request_timeout_ms=int(self.wait_s * 1000) + 1000,
+        )
+        await consumer.start()
+        self._consumer = consumer
+
+    async def stop(self) -> None:
+        """Close the consumer."""
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    async def span(
+        self, partition: int, start: Bound | None, end: Bound | None
+    ) -> tuple[int, int | None]:
+        """(first offset, exclusive last offset or None for "until quiet") of a partition."""
+        from aiokafka import TopicPartition
+
+        c = self._consumer
+        tp = TopicPartition(self.topic, partition)
+        c.assign([tp])
+        begin = (await c.beginning_offsets([tp]))[tp]
+        self._reported_end = (await c.end_offsets([tp]))[tp]
+        first = max(begin, await self._resolve(tp, start, begin))
+        last = None if end is None else await self._resolve(tp, end, self._reported_end)
+        c.seek(tp, first)
+        self._next = first
+        self._quiet_since = asyncio.get_running_loop().time()
+        return first, last
+
+    async def _resolve(self, tp: Any, bound: Bound | None, default: int) -> int:
+        if bound is None:
+            return default
+        if bound.offset is not None:
+            return bound.offset
+        found = await self._consumer.offsets_for_times({tp: bound.time_ms})
+        hit = found.get(tp)
+        return self._reported_end if hit is None else int(hit.offset)
+
+    async def fetch(self, partition: int, first: int, last: int | None) -> list[bytes] | None:
+        """The next batch of values of the partition, or None once it is done."""
+        from aiokafka import TopicPartition
+
+        tp = TopicPartition(self.topic, partition)
+        loop = asyncio.get_running_loop()
+        if last is not None and self._next >= last:
+            return None
+        got = await self._consumer.getmany(tp, timeout_ms=100, max_records=2000)
+        records = got.get(tp, [])
+        out: list[bytes] = []
+        for r in records:
+            if last is not None and r.offset >= last:
+                self._next = last
+                break
+            out.append(r.value or b"")
+            self._next = r.offset + 1
+        if records:
+            self._quiet_since = loop.time()
+        elif self._next >= self._reported_end and loop.time() - self._quiet_since >= self.idle_s:
+            return None  # at (or asked past) the end and quiet: the partition is done
+        return out
+
+
+class TopicInput:
+    """A topic's messages between two bounds, as `(index, value)` items (see topic_items)."""
+
+    unit = "message"
+    total_bytes: int | None = None
+
+    def __init__(
+        self, bootstrap: str, topic: str, start: Bound | None = None, end: Bound | None = None
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.start = start
+        self.end = end
+
+    def done_bytes(self) -> int:
+        """Unknown for a topic: the progress bar counts events instead."""
+        return 0
+
+    def __iter__(self) -> Iterator[InputItem]:
+        return topic_items(self.bootstrap, self.topic, self.start, self.end)

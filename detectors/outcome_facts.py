@@ -1,0 +1,285 @@
+"""Outcome hashing of the openclaw-2026.9 profile: an outcome's facts, not only its hash.
+
+OpenClaw 2026.9 (`hashToolOutcome` in `dist/tool-loop-detection-*.mjs`) returns, besides the
+result hash, what kind of outcome it was (a loop veto, a terminal exec failure), a failure
+identity that survives volatile text, and whether the outcome proves no progress. Every
+outcome digest first gives each fresh external-content marker nonce the same id, so a
+re-fetched page wrapped in new `<<<EXTERNAL_UNTRUSTED_CONTENT id="…">>>` markers is the same
+outcome. Rules are in docs/semantics.md ("openclaw-2026.9: outcome facts").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from hashlib import sha256
+from typing import Final, Literal
+
+from detectors.canonical import JSONLike, canonical_json, canonical_json_bytes, js_number_text
+from detectors.hashing import (
+    _JS_WHITESPACE,
+    _exec_outcome,
+    _is_number,
+    _poll_outcome,
+    _strip_send_ids,
+    error_text,
+    outcome_text,
+    outcome_unknown_tool_name,
+)
+from detectors.hashing import (
+    _is_send as _is_configurable_send,
+)
+from detectors.values import JSON, UNDEFINED, Outcome, _Undefined
+
+__all__ = [
+    "TERMINAL_EXEC_FAILURE",
+    "TOOL_LOOP_VETO",
+    "OutcomeFacts",
+    "OutcomeKind",
+    "canonical_markers",
+    "failure_shape",
+    "outcome_digest",
+    "outcome_facts",
+    "retool_2026_9",
+]
+
+OutcomeKind = Literal["tool-loop-veto", "terminal-exec-failure"]
+TOOL_LOOP_VETO: Final[OutcomeKind] = "tool-loop-veto"
+TERMINAL_EXEC_FAILURE: Final[OutcomeKind] = "terminal-exec-failure"
+
+# 2026.9 hashes these as outbound sends besides sessions_send, `message` sends and the
+# configured provider channel tools (isMessagingToolSendAction).
+_CONVERSATION_SENDS: Final = frozenset(
+    {"sessions_send", "conversations_send", "conversations_turn"}
+)
+
+
+# 2026.9's runner also folds `cron` into `automations` (normalizeToolPolicyName).
+_ALIASES_2026_9: Final = {"cron": "automations"}
+
+
+def retool_2026_9(tool: str) -> str:
+    """A SPEC-normalised tool name as OpenClaw 2026.9's runner normalises it."""
+    return _ALIASES_2026_9.get(tool, tool)
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeFacts:
+    """What the 2026.9 profile records of one outcome; all None/False means nothing to record."""
+
+    result_hash: str | None = None
+    outcome_kind: OutcomeKind | None = None
+    failure_identity: str | None = None
+    no_progress: bool = False
+    unknown_tool_name: str | None = None
+
+    @property
+    def is_recordable(self) -> bool:
+        """False when the outcome has neither a hash nor a kind (the call stays pending)."""
+        return self.result_hash is not None or self.outcome_kind is not None
+
+
+# ---- external-content markers -----------------------------------------------------------------
+
+_MARKER_START: Final = "<<<EXTERNAL_UNTRUSTED_CONTENT"
+_CANONICAL_ID: Final = "0000000000000000"
+# A well-formed span, also inside JSON-escaped text: the quotes around both ids carry the same
+# run of backslashes. The body may not open another span or close one before its own end.
+_MARKER_SPAN: Final = re.compile(
+    r'(<<<EXTERNAL_UNTRUSTED_CONTENT id=(\\*)")([a-f0-9]{16})'
+    r'(\2">>>(?:(?!<<<(?:END_)?EXTERNAL_UNTRUSTED_CONTENT)[\s\S])*'
+    r'<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\2")\3(\2">>>)'
+)
+_QUOTE_RUN: Final = re.compile(r'(?<!\\)\\*"')
+
+
+def _canonical_span(match: re.Match[str]) -> str:
+    escapes = len(match.group(2))
+    body = match.group(4)
+    # Only an escaping depth 0, 1, 3, 7, … is a real JSON nesting level, and every quote in the
+    # body must sit at that depth; anything else is left as written.
+    if escapes & (escapes + 1):
+        return match.group(0)
+    if any(len(q.group(0)) % (escapes + 1) for q in _QUOTE_RUN.finditer(body)):
+        return match.group(0)
+    return match.group(1) + _CANONICAL_ID + body + _CANONICAL_ID + match.group(5)
+
+
+def canonical_markers(text: str) -> str:
+    """The text with every well-formed external-content span's nonce set to sixteen zeros."""
+    if _MARKER_START not in text:
+        return text
+    return _MARKER_SPAN.sub(_canonical_span, text)
+
+
+def _utf16(s: str) -> bytes:
+    return s.encode("utf-16-be", "surrogatepass")
+
+
+def _marker_json(root: JSONLike) -> str:
+    """Canonical JSON with markers canonicalised in every string and key (iterative)."""
+    out: list[str] = []
+    active: set[int] = set()
+    stack: list[tuple[int, object]] = [(0, root)]  # (0, value) | (1, text) | (2, container id)
+    while stack:
+        op, item = stack.pop()
+        if op == 1:
+            out.append(item)  # type: ignore[arg-type]  # op 1 carries text
+            continue
+        if op == 2:
+            active.discard(item)  # op 2 carries an id
+            continue
+        if isinstance(item, str):
+            out.append(canonical_json(canonical_markers(item)))
+            continue
+        is_object = isinstance(item, Mapping)
+        if not is_object and not isinstance(item, list | tuple):
+            out.append(canonical_json(item))  # type: ignore[arg-type]  # a scalar
+            continue
+        if id(item) in active:
+            out.append('"[Circular]"')
+            continue
+        active.add(id(item))
+        stack.append((2, id(item)))
+        if isinstance(item, Mapping):
+            # Ordered by the canonical key, ties by the raw key (both as UTF-16 units).
+            keys = sorted(
+                ((canonical_markers(k), k) for k in item),
+                key=lambda pair: (_utf16(pair[0]), _utf16(pair[1])),
+            )
+            stack.append((1, "}"))
+            for index in range(len(keys) - 1, -1, -1):
+                shown, raw = keys[index]
+                stack.append((0, item[raw]))
+                stack.append((1, ("," if index else "") + canonical_json(shown) + ":"))
+            out.append("{")
+        else:
+            seq: list[object] | tuple[object, ...] = item  # type: ignore[assignment]
+            stack.append((1, "]"))
+            for index in range(len(seq) - 1, -1, -1):
+                stack.append((0, seq[index]))
+                if index:
+                    stack.append((1, ","))
+            out.append("[")
+    return "".join(out)
+
+
+def outcome_digest(value: JSONLike) -> str:
+    """SHA-256 hex of the value's canonical JSON after marker canonicalisation."""
+    plain = canonical_json_bytes(value)
+    # Without a marker start anywhere the canonicalised text and key order are the plain ones.
+    if _MARKER_START.encode() not in plain:
+        return sha256(plain).hexdigest()
+    return sha256(_marker_json(value).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# ---- terminal exec failures -----------------------------------------------------------------
+
+
+def _ci(word: str) -> str:
+    """A case-insensitive literal as JavaScript's /iu matches it (ſ is an s, K a k)."""
+    extra = {"s": "\u017f", "k": "\u212a"}
+    return "".join(f"[{c}{c.upper()}{extra.get(c, '')}]" if c.isalpha() else c for c in word)
+
+
+# JavaScript's \b under /iu treats ſ and K as word characters; \d is ASCII; \s is JS whitespace.
+_W: Final = "[A-Za-z0-9_\u017f\u212a]"
+_S: Final = "[" + re.escape(_JS_WHITESPACE) + "]"
+_D: Final = "[0-9]"
+_UNITS: Final = "|".join(
+    _ci(u) for u in ("ns", "us", "ms", "seconds", "second", "minutes", "minute", "hours", "hour")
+)
+_SEP: Final = f"(?:{_S}|[#:=])*"  # JavaScript's [\s#:=]*
+_VOLATILE: Final = (
+    re.compile(
+        rf"{_D}{{4}}-{_D}{{2}}-{_D}{{2}}[tT ]{_D}{{2}}:{_D}{{2}}:{_D}{{2}}(?:\.{_D}{{1,6}})?"
+        rf"(?:[zZ]|[+-]{_D}{{2}}:{_D}{{2}})?"
+    ),
+    re.compile(rf"{_D}{{1,2}}:{_D}{{2}}:{_D}{{2}}(?:\.{_D}{{1,6}})?"),
+    re.compile(rf"(?<!{_W})(?:{_ci('attempt')}|{_ci('retry')})(?!{_W}){_SEP}{_D}+"),
+    re.compile(rf"(?<!{_W}){_D}+(?:\.{_D}+)?{_S}?(?:{_UNITS}|{_ci('s')})(?!{_W})"),
+    re.compile(rf"(?<!{_W})(?:{_ci('pid')}|{_ci('ppid')})(?!{_W}){_SEP}{_D}+"),
+)
+
+
+def failure_shape(output: str) -> str:
+    """The output with date-times, clock times, attempt counters, durations and pids as `#`."""
+    for pattern in _VOLATILE:
+        output = pattern.sub("#", output)
+    return output
+
+
+def _terminal_identity(details: Mapping[str, JSON], exec_outcome: dict[str, JSON]) -> str | None:
+    """The failure identity of a completed/failed exec that exited non-zero with real output."""
+    status = exec_outcome["status"]
+    exit_code = details.get("exitCode")
+    if status not in ("completed", "failed") or not _is_number(exit_code):
+        return None
+    assert isinstance(exit_code, int | float)
+    if exit_code != exit_code or exit_code in (float("inf"), float("-inf")) or exit_code == 0:
+        return None
+    output = exec_outcome["output"]
+    if details.get("timedOut") is True or not isinstance(output, str) or output == "":
+        return None
+    if output == f"(Command exited with code {js_number_text(exit_code)})":
+        return None
+    return outcome_digest(
+        {
+            "status": status,
+            "exitCode": exit_code,
+            "timedOut": False,
+            "output": failure_shape(output),
+        }
+    )
+
+
+def _is_send(tool: str, args: JSON | _Undefined, channel_tools: frozenset[str]) -> bool:
+    return tool in _CONVERSATION_SENDS or _is_configurable_send(tool, args, channel_tools)
+
+
+def outcome_facts(
+    tool: str,
+    args: JSON | _Undefined,
+    outcome: Outcome,
+    channel_tools: frozenset[str] = frozenset({"telegram"}),
+) -> OutcomeFacts:
+    """The 2026.9 facts of an outcome of `tool` (normalised) called with `args`."""
+    kind = outcome.kind
+    if kind == "error":
+        return OutcomeFacts(
+            "error:" + outcome_digest(error_text(outcome.value)),
+            no_progress=True,
+            unknown_tool_name=outcome_unknown_tool_name(outcome),
+        )
+    if kind == "hashed":  # privacy mode: the edge sends the hash, and nothing else is known
+        return OutcomeFacts(outcome.hash, unknown_tool_name=outcome.unknown_tool_name)
+    result = outcome.value
+    if kind == "pending" or result is UNDEFINED:
+        return OutcomeFacts()
+    if not isinstance(result, dict):
+        return OutcomeFacts(outcome_digest(result))
+    raw_details = result.get("details")
+    details: dict[str, JSON] = raw_details if isinstance(raw_details, dict) else {}
+    status = details.get("status")
+    if status == "blocked" and details.get("deniedReason") == "tool-loop":
+        return OutcomeFacts(outcome_kind=TOOL_LOOP_VETO)
+    text = outcome_text(result)
+    if tool == "exec" and isinstance(status, str) and status:
+        exec_outcome = _exec_outcome(status, details, text)
+        if exec_outcome is not None:
+            rhash = outcome_digest(exec_outcome)
+            identity = _terminal_identity(details, exec_outcome)
+            if identity is None:
+                return OutcomeFacts(rhash)
+            return OutcomeFacts(rhash, TERMINAL_EXEC_FAILURE, identity)
+    if tool == "write" and details.get("changed") is False:
+        return OutcomeFacts(outcome_digest({"status": "unchanged"}), no_progress=True)
+    if tool == "process" and isinstance(args, dict):
+        action = args.get("action")
+        if action in ("poll", "log"):
+            assert isinstance(action, str)
+            return OutcomeFacts(outcome_digest(_poll_outcome(action, details, text)))
+    if _is_send(tool, args, channel_tools):
+        return OutcomeFacts(outcome_digest(_strip_send_ids(details)))
+    return OutcomeFacts(outcome_digest({"details": details, "text": text}))

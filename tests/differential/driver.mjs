@@ -1,0 +1,149 @@
+// Differential driver: runs LoopGuard's generated streams through the published OpenClaw
+// tool-loop detector (npm openclaw, pinned in package-lock.json) the way OpenClaw's runner
+// calls it on the single-call admission path (docs/semantics.md, "openclaw-2026.9").
+//
+// stdin:  {"mode": "verdicts", "streams": [{"run_id": "...", "events": [wire events]}]}
+//      or {"mode": "facts", "outcomes": [{"tool", "args", "result" | "error"}]}
+// stdout: {"streams": [[one entry per event]]} or {"facts": [outcome facts]}
+//
+// OpenClaw's own loggers are silenced (OPENCLAW_LOG_LEVEL=silent, console muted), and its
+// state directory points at a throwaway folder, so stdout carries only the answer.
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const scratch = mkdtempSync(join(tmpdir(), "loopguard-differential-"));
+process.on("exit", () => rmSync(scratch, { recursive: true, force: true }));
+process.env.OPENCLAW_LOG_LEVEL = "silent";
+process.env.OPENCLAW_STATE_DIR ??= scratch;
+process.env.HOME = process.env.LOOPGUARD_DIFFERENTIAL_HOME ?? scratch;
+const writeOut = process.stdout.write.bind(process.stdout);
+for (const name of ["log", "info", "warn", "error", "debug", "trace"]) console[name] = () => {};
+
+const dist = join(here, "node_modules", "openclaw", "dist");
+const moduleFile = readdirSync(dist).find(
+  (name) => /^tool-loop-detection-[\w-]+\.mjs$/.test(name) && !name.startsWith("tool-loop-detection-config-"),
+);
+if (!moduleFile) throw new Error(`no dist/tool-loop-detection-*.mjs in ${dist}`);
+// The bundle exports minified names; its export clause maps them back to the source names.
+const source = readFileSync(join(dist, moduleFile), "utf8");
+const clause = source.match(/export\s*\{([^}]*)\}\s*;?\s*$/);
+if (!clause) throw new Error(`no export clause in ${moduleFile}`);
+const aliases = Object.fromEntries(
+  clause[1].split(",").map((part) => part.trim().split(/\s+as\s+/)).map(([name, alias]) => [name, alias]),
+);
+const mod = await import(pathToFileURL(join(dist, moduleFile)).href);
+const api = (name) => {
+  const fn = mod[aliases[name]];
+  if (typeof fn !== "function") throw new Error(`${moduleFile} does not export ${name}`);
+  return fn;
+};
+const detectToolCallLoop = api("detectToolCallLoop");
+const recordToolCall = api("recordToolCall");
+const recordToolCallOutcome = api("recordToolCallOutcome");
+
+// The runner's tool-name normalisation (normalizeToolPolicyName after `name || "tool"`).
+const ALIASES = new Map([["bash", "exec"], ["apply-patch", "apply_patch"], ["cron", "automations"]]);
+function toolName(raw) {
+  const folded = String(raw || "tool").trim().toLowerCase();
+  return ALIASES.get(folded) ?? folded;
+}
+
+// The runner's warning publication (shouldEmitLoopWarning): buckets of 10, at most 256 keys.
+function shouldEmit(buckets, key, count) {
+  const bucket = Math.floor(count / 10);
+  if (bucket <= (buckets.get(key) ?? 0)) return false;
+  buckets.set(key, bucket);
+  while (buckets.size > 256) buckets.delete(buckets.keys().next().value);
+  return true;
+}
+
+function isVeto(result) {
+  const details = result && typeof result === "object" ? result.details : undefined;
+  return Boolean(details && details.status === "blocked" && details.deniedReason === "tool-loop");
+}
+
+function runStream(stream) {
+  const runId = stream.run_id;
+  const state = { toolCallHistory: [] };
+  const buckets = new Map();
+  const vetoed = new Set(); // tool_call_ids of calls this runner blocked
+  const config = { enabled: true };
+  const out = [];
+  for (const ev of stream.events) {
+    if (ev.type === "tool_call") {
+      const tool = toolName(ev.tool);
+      const found = detectToolCallLoop(state, tool, ev.args, config, { runId });
+      if (!found.stuck) {
+        recordToolCall(state, tool, ev.args, ev.tool_call_id, config, { runId });
+        out.push(null);
+        continue;
+      }
+      const verdict = {
+        level: found.level,
+        detector: found.detector,
+        count: found.count,
+        message: found.message,
+        warning_key: found.warningKey,
+        paired_tool: found.pairedToolName ?? null,
+        liveness_signal: found.livenessSignal ?? null,
+      };
+      if (found.level === "critical") {
+        verdict.published = true;
+        // blockToolCall: the blocked result goes through recordLoopOutcome (a veto record).
+        const blocked = {
+          content: [{ type: "text", text: found.message }],
+          details: { status: "blocked", deniedReason: "tool-loop", reason: found.message },
+        };
+        recordToolCallOutcome(state, {
+          toolName: tool, toolParams: ev.args, toolCallId: ev.tool_call_id, result: blocked, runId,
+        });
+        if (ev.tool_call_id) vetoed.add(ev.tool_call_id);
+      } else {
+        verdict.published = shouldEmit(buckets, `${runId}:${found.warningKey}`, found.count);
+        recordToolCall(state, tool, ev.args, ev.tool_call_id, config, { runId });
+      }
+      out.push(verdict);
+    } else if (ev.type === "tool_result") {
+      // A runtime echoing the veto it answered the model with: the runner never sees it twice.
+      if (ev.tool_call_id && vetoed.has(ev.tool_call_id) && !("error" in ev) && isVeto(ev.result)) {
+        out.push(null);
+        continue;
+      }
+      const outcome = { toolName: toolName(ev.tool), toolParams: ev.args, toolCallId: ev.tool_call_id, runId };
+      if ("error" in ev) outcome.error = ev.error;
+      else outcome.result = ev.result;
+      recordToolCallOutcome(state, outcome);
+      out.push(null);
+    } else {
+      out.push(null);
+    }
+  }
+  return out;
+}
+
+function facts(item) {
+  const state = { toolCallHistory: [] };
+  const params = { toolName: toolName(item.tool), toolParams: item.args, toolCallId: "c" };
+  if ("error" in item) params.error = item.error;
+  else params.result = item.result;
+  const record = recordToolCallOutcome(state, params);
+  return {
+    result_hash: record?.resultHash ?? null,
+    outcome_kind: record?.outcomeKind ?? null,
+    failure_identity: record?.failureIdentityHash ?? null,
+    no_progress: record?.noProgress === true,
+    unknown_tool_name: record?.unknownToolName ?? null,
+  };
+}
+
+const chunks = [];
+for await (const chunk of process.stdin) chunks.push(chunk);
+const request = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+const answer =
+  request.mode === "facts"
+    ? { facts: request.outcomes.map(facts) }
+    : { streams: request.streams.map(runStream) };
+writeOut(`${JSON.stringify(answer)}\n`);

@@ -1,5 +1,6 @@
 // Generates tests/data/canonical_vectors.json: reference vectors for LoopGuard's canonical JSON,
-// number formatting, trim, tool-name normalisation and unknown-tool extraction, computed by
+// number formatting, trim, tool-name normalisation, unknown-tool extraction and wire events
+// as JavaScript writes and reads them (lone surrogates, number forms), computed by
 // JavaScript itself (JSON.stringify for strings, String()/JSON.stringify for numbers,
 // Array.prototype.sort for key order, String.prototype.trim, RegExp), so the Python tests check
 // against an independent implementation. The tests only read the committed JSON file.
@@ -228,6 +229,46 @@ const errorTexts = [
   "unknown  tool: x", "unknown tool:,x", "unknown tool: -.-", "tool ..  not found",
 ];
 
+// --- wire events as a JavaScript runtime writes them ---------------------------------------
+// `wire` is the event text (JSON.stringify's own output, or a number form JSON.parse reads);
+// the expectations are canonical JSON and SHA-256 of what JSON.parse gives back, and the
+// args hash OpenClaw computes (normalised tool name, ":", SHA-256 of the canonical args).
+const wire = [];
+function wireVector(id, text) {
+  const event = JSON.parse(text);
+  const entry = { id, wire: text, tool: event.tool, args_hash: null };
+  if ("args" in event) {
+    entry.args_hash = `${normalizeTool(event.tool)}:${sha256(canonical(event.args))}`;
+  }
+  for (const field of ["result", "error"]) {
+    if (field in event) entry[field] = { canonical: canonical(event[field]), sha256: sha256(canonical(event[field])) };
+  }
+  wire.push(entry);
+}
+const u = (units) => String.fromCharCode(...units);
+const base = { type: "tool_result", event_id: "w1", run_id: "wire-run", seq: 2, tool_call_id: "c1" };
+const wireCases = {
+  "lone high in a value": { tool: "read", args: { path: `/a${u([0xd83d])}` }, result: { content: [{ type: "text", text: `cut ${u([0xd83d])}` }] } },
+  "lone low in a value": { tool: "read", args: { path: u([0xde00, 0x61]) }, error: `File not found: ${u([0xdc00])}` },
+  "lone high in a key": { tool: "exec", args: { [u([0x6b, 0xd800])]: 1 }, result: { details: { [u([0xdbff])]: u([0xdfff]) } } },
+  "pair split across key and value": { tool: "read", args: { [`a${u([0xd83d])}`]: `${u([0xde00])}b` }, result: "x" },
+  "reversed pair": { tool: "read", args: { p: u([0xdc00, 0xd800]) }, result: u([0xdc00, 0xd800]) },
+  "intact pair": { tool: "read", args: { p: "😀", q: u([0xd83d, 0xde00]) }, result: { text: "😀" } },
+  "lone surrogate in the tool name": { tool: `Read${u([0xd83d])}`, args: {}, result: "ok" },
+  "lone surrogates in ids": { tool: "read", args: {}, result: "ok", run_id: `run${u([0xd800])}`, event_id: `e${u([0xdfff])}`, tool_call_id: u([0xd83d]) },
+  "error object with a lone surrogate": { tool: "read", args: {}, error: { message: u([0xd83d]) } },
+};
+let deep = ["\ud83d"];
+for (let i = 1; i < 1500; i += 1) deep = i % 2 ? { k: deep } : [deep]; // deeper than orjson reads
+wireCases["nesting 1500 deep"] = { tool: "read", args: deep, result: { deep } };
+for (const [id, fields] of Object.entries(wireCases)) wireVector(id, JSON.stringify({ ...base, ...fields }));
+const numberForms = ["12345678901234567890", "1e400", "-1e400", "-0", "-0.0", "1E+21", "1e-400",
+  "9007199254740993", "-12345678901234567890123", "0.1e1", "123e-20", `1${"0".repeat(400)}`];
+for (const text of numberForms) {
+  const id = `number ${text.length > 40 ? `${text.slice(0, 12)}…(${text.length} digits)` : text}`;
+  wireVector(id, `{"type":"tool_result","event_id":"n1","run_id":"wire-run","seq":2,"tool":"read","args":{"n":${text},"a":[${text}]},"result":{"n":${text}}}`);
+}
+
 const out = {
   generated_by: "tests/data/gen_canonical_vectors.mjs",
   node: process.version,
@@ -241,6 +282,7 @@ const out = {
   regex_space_code_points: regexSpace,
   tool_names: toolNames.map((name) => ({ name, normalized: normalizeTool(name) })),
   unknown_tool: errorTexts.map((text) => ({ text, name: unknownToolName(text) })),
+  wire,
 };
 const target = join(dirname(fileURLToPath(import.meta.url)), "canonical_vectors.json");
 writeFileSync(target, `${JSON.stringify(out, null, 1)}\n`);

@@ -36,6 +36,11 @@ def is_tool_event(event: WireEvent) -> bool:
     return event.get("type") in TOOL_EVENTS
 
 
+def in_seq_order(events: Iterable[WireEvent]) -> list[WireEvent]:
+    """Each run's events in seq order (runs one after another): the oracle's order."""
+    return sorted(events, key=lambda e: (e["run_id"], e["seq"]))
+
+
 def _renumber(run_id: str, events: list[WireEvent]) -> list[WireEvent]:
     """seq 1..n and event_id `<run_id>:<seq>` after inserting or dropping events."""
     out = []

@@ -58,7 +58,7 @@ def process_event(
     """Apply one event to the run's state (in place) and return the decisions it yields.
 
     Decisions are those of the run's events in seq order, however the two input topics
-    interleave (docs/semantics.md, "Order"): tool events apply on arrival; a compaction or
+    interleave (docs/wire-format.md, "Ordering"): tool events apply on arrival; a compaction or
     run_end that arrives ahead of tool events with a lower seq is held until they are in.
     """
     ev = event if isinstance(event, Event) else parse_event(event)

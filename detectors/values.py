@@ -141,7 +141,7 @@ class Record:
     `tool_call_id` only matters while the record is pending (it pairs the outcome with its
     call), so it takes no part in equality and is not persisted once the outcome is in.
     `event_id` is the id of the tool_result that completed the record: a compaction delivered
-    after it may abort on it, and the abort is attributed to that result (docs/semantics.md).
+    after it may abort on it, and the abort is attributed to that result (docs/wire-format.md).
     """
 
     tool: str

@@ -1,4 +1,4 @@
-"""Interleaving law (docs/semantics.md, "Order"): a run's decisions and final state are those of
+"""Interleaving law (docs/wire-format.md, "Ordering"): a run's decisions and final state are those of
 its events in seq order, for every merge of its two topics that keeps each topic's own order,
 with or without redelivery.
 

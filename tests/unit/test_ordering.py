@@ -1,4 +1,4 @@
-"""Cross-topic order (docs/semantics.md, "Order"): held life events, late compactions, run_end
+"""Cross-topic order (docs/wire-format.md, "Ordering"): held life events, late compactions, run_end
 waiting for the tool events before it, and the state format that carries them."""
 
 from __future__ import annotations

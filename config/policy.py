@@ -1,13 +1,17 @@
 """The loop-detection policy (SPEC §2): load an openclaw.json, overlay per agent, resolve.
 
 Choices where SPEC §2 is silent:
-- Only the path to each block is checked: `tools`, `agents` and each `agents.list` entry (and
-  its `tools`) must be objects and `agents.list` an array when present, else an error at their
-  path. Every other key of the file is ignored, whatever it holds.
-- An `agents.list` entry without `tools.loopDetection` has no agent block and is otherwise
-  ignored (its `id` is not checked). An entry with a block needs a non-empty string `id`, and
-  no two entries may share an id if either has a block (the second would silently never
-  apply); both are errors at `agents.list[i].id`. Ids are matched exactly as written.
+- Only the path to each block is checked: `tools`, `agents` and each agent entry (and its
+  `tools`) must be objects, `agents.list` an array and `agents.entries` an object when
+  present, else an error at their path. Every other key of the file is ignored, whatever it
+  holds. Both roster shapes (`agents.list[]`, `agents.entries.<id>`) and their `default: true`
+  marker are read by config/roster.py, whose docstring has the rules.
+- An `agents.list` entry without `tools.loopDetection` (or `default`) has no agent block and
+  is otherwise ignored (its `id` is not checked). An entry with a block needs a non-empty
+  string `id`, and no two entries may share an id if either has a block (the second would
+  silently never apply); both are errors at `agents.list[i].id`. List ids are matched exactly
+  as written; `agents.entries` keys after OpenClaw's agent-id normalisation.
+- The default agent (`default: true`) decides for events whose run names no agent.
 - `postCompactionGuard` is strict like the rest and takes only `windowSize` (OpenClaw's type
   has only that key); the guard is switched by the block's `enabled`. `effective()` prints a
   derived `postCompactionGuard.enabled`, which is output only, not an input key.
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
@@ -38,6 +42,8 @@ from config.policy_schema import (
     show,
     validate_block,
 )
+from config.roster import normalize_agent_id, read_roster
+from detectors.profiles import CONFIGURABLE, Semantics
 from detectors.values import Thresholds
 
 __all__ = ["Policy", "PolicyError", "PolicyIssue", "load_policy"]
@@ -60,6 +66,7 @@ def _resolve(
     agent: LoopDetectionBlock | None,
     global_block: LoopDetectionBlock | None,
     channel_tools: frozenset[str],
+    semantics: Semantics,
 ) -> Thresholds:
     """Overlay the agent block on the global one (one level deep), default, then clamp."""
     layers = [block for block in (agent, global_block) if block is not None]
@@ -108,15 +115,19 @@ class Policy:
     global_block: LoopDetectionBlock | None = None
     agent_blocks: tuple[tuple[str, LoopDetectionBlock], ...] = ()
     channel_tools: frozenset[str] = _DEFAULTS.channel_tools
+    default_agent: str | None = None  # `default: true`: decides for runs that name no agent
+    keyed_ids: bool = False  # agents.entries: run agent ids are normalised before lookup
+    semantics: Semantics = CONFIGURABLE
     _global: Thresholds = field(init=False, repr=False, compare=False)
     _agents: Mapping[str, Thresholds] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         resolved = {
-            agent_id: _resolve(block, self.global_block, self.channel_tools)
+            agent_id: _resolve(block, self.global_block, self.channel_tools, self.semantics)
             for agent_id, block in self.agent_blocks
         }
-        object.__setattr__(self, "_global", _resolve(None, self.global_block, self.channel_tools))
+        global_th = _resolve(None, self.global_block, self.channel_tools, self.semantics)
+        object.__setattr__(self, "_global", global_th)
         object.__setattr__(self, "_agents", resolved)
 
     @classmethod
@@ -125,10 +136,15 @@ class Policy:
         return cls()
 
     def for_agent(self, agent_id: str | None) -> Thresholds:
-        """Resolved thresholds for a run's agent; None or an id without a block → global."""
+        """Resolved thresholds for a run's agent; None → the default agent, else global."""
         if agent_id is None:
-            return self._global
-        return self._agents.get(agent_id, self._global)
+            agent_id = self.default_agent
+            if agent_id is None:
+                return self._global
+        found = self._agents.get(agent_id)
+        if found is None and self.keyed_ids:
+            found = self._agents.get(normalize_agent_id(agent_id))
+        return self._global if found is None else found
 
     def agent_ids(self) -> tuple[str, ...]:
         """Ids of the agents that have their own block, in file order."""
@@ -136,28 +152,44 @@ class Policy:
 
     def effective(self, agent_id: str | None) -> dict[str, object]:
         """The resolved block for an agent in OpenClaw's key names (for `policy check`)."""
-        th = self.for_agent(agent_id)
+        return _render(self.for_agent(agent_id))
+
+    def effective_all(self) -> dict[str, object]:
+        """Every agent's resolved block, the global one and the default agent (`policy check`)."""
         return {
-            "enabled": th.enabled,
-            "historySize": th.history_size,
-            "warningThreshold": th.warning_threshold,
-            "criticalThreshold": th.critical_threshold,
-            "unknownToolThreshold": th.unknown_tool_threshold,
-            "globalCircuitBreakerThreshold": th.global_circuit_breaker_threshold,
-            "detectors": {
-                "genericRepeat": th.generic_repeat,
-                "knownPollNoProgress": th.known_poll_no_progress,
-                "pingPong": th.ping_pong,
-            },
-            "postCompactionGuard": {
-                "enabled": th.post_compaction_guard,
-                "windowSize": th.post_compaction_window_size,
-            },
+            "semantics": self.semantics,
+            "defaultAgent": self.default_agent,
+            "global": _render(self._global),
+            "agents": {agent_id: _render(th) for agent_id, th in self._agents.items()},
         }
 
     def with_channel_tools(self, tools: Iterable[str]) -> Policy:
         """The same policy whose resolved thresholds carry these provider channel tools."""
         return replace(self, channel_tools=frozenset(tools))
+
+    def with_semantics(self, semantics: Semantics) -> Policy:
+        """The same policy whose resolved thresholds carry this semantics profile."""
+        return replace(self, semantics=semantics)
+
+
+def _render(th: Thresholds) -> dict[str, object]:
+    return {
+        "enabled": th.enabled,
+        "historySize": th.history_size,
+        "warningThreshold": th.warning_threshold,
+        "criticalThreshold": th.critical_threshold,
+        "unknownToolThreshold": th.unknown_tool_threshold,
+        "globalCircuitBreakerThreshold": th.global_circuit_breaker_threshold,
+        "detectors": {
+            "genericRepeat": th.generic_repeat,
+            "knownPollNoProgress": th.known_poll_no_progress,
+            "pingPong": th.ping_pong,
+        },
+        "postCompactionGuard": {
+            "enabled": th.post_compaction_guard,
+            "windowSize": th.post_compaction_window_size,
+        },
+    }
 
 
 def load_policy(source: str | os.PathLike[str] | Mapping[str, object]) -> Policy:
@@ -168,10 +200,15 @@ def load_policy(source: str | os.PathLike[str] | Mapping[str, object]) -> Policy
         message = f"must be an object (openclaw.json's root), got {show(document)}"
         raise PolicyError([PolicyIssue("", message)])
     global_block = _block(_child(document, "", ["tools"], issues), "tools", issues)
-    agent_blocks = _agent_blocks(document, issues)
+    roster = read_roster(document, issues)
     if issues:
         raise PolicyError(issues)
-    return Policy(global_block, agent_blocks)
+    return Policy(
+        global_block,
+        roster.blocks,
+        default_agent=roster.default_agent,
+        keyed_ids=roster.is_keyed,
+    )
 
 
 def _read(path: str | os.PathLike[str]) -> object:
@@ -222,49 +259,3 @@ def _block(
     block, found = validate_block(tools["loopDetection"], join(tools_path, "loopDetection"))
     issues.extend(found)
     return block
-
-
-def _has_block(entry: Mapping[str, object]) -> bool:
-    tools = entry.get("tools")
-    return isinstance(tools, Mapping) and "loopDetection" in tools
-
-
-def _agent_blocks(
-    document: Mapping[str, object], issues: list[PolicyIssue]
-) -> tuple[tuple[str, LoopDetectionBlock], ...]:
-    agents = _child(document, "", ["agents"], issues)
-    entries = agents.get("list", _ABSENT) if agents is not None else _ABSENT
-    if entries is _ABSENT:
-        return ()
-    if not isinstance(entries, Sequence) or isinstance(entries, str | bytes):
-        issues.append(PolicyIssue("agents.list", f"must be an array, got {show(entries)}"))
-        return ()
-    first_at: dict[str, int] = {}
-    with_block: set[str] = set()
-    for index, entry in enumerate(entries):
-        if isinstance(entry, Mapping) and isinstance(agent_id := entry.get("id"), str):
-            first_at.setdefault(agent_id, index)
-            if _has_block(entry):
-                with_block.add(agent_id)
-    blocks: list[tuple[str, LoopDetectionBlock]] = []
-    for index, entry in enumerate(entries):
-        path = join("agents.list", index)
-        if not isinstance(entry, Mapping):
-            message = f"must be an object (an agent entry), got {show(entry)}"
-            issues.append(PolicyIssue(path, message))
-            continue
-        agent_id = entry.get("id")
-        if _has_block(entry) and (not isinstance(agent_id, str) or not agent_id):
-            message = f"must be a non-empty string naming the agent, got {show(agent_id)}"
-            issues.append(PolicyIssue(join(path, "id"), message))
-        elif isinstance(agent_id, str) and agent_id in with_block and first_at[agent_id] != index:
-            message = (
-                f"duplicate agent id {agent_id!r} (first at agents.list[{first_at[agent_id]}]);"
-                " ids must be unique when an entry has a loopDetection block"
-            )
-            issues.append(PolicyIssue(join(path, "id"), message))
-        tools = _child(entry, path, ["tools"], issues)
-        block = _block(tools, join(path, "tools"), issues)
-        if block is not None and isinstance(agent_id, str) and first_at.get(agent_id) == index:
-            blocks.append((agent_id, block))
-    return tuple(blocks)

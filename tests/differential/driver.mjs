@@ -4,7 +4,9 @@
 //
 // stdin:  {"mode": "verdicts", "streams": [{"run_id": "...", "events": [wire events]}]}
 //      or {"mode": "facts", "outcomes": [{"tool", "args", "result" | "error"}]}
-// stdout: {"streams": [[one entry per event]]} or {"facts": [outcome facts]}
+//      or {"mode": "config", "configs": [{"cfg": openclaw.json, "agents": [agent ids]}]}
+// stdout: {"streams": [[one entry per event]]}, {"facts": [outcome facts]} or
+//         {"configs": [{"default_agent", "global", "agents": {id: {"enabled", "guard"}}}]}
 //
 // OpenClaw's own loggers are silenced (OPENCLAW_LOG_LEVEL=silent, console muted), and its
 // state directory points at a throwaway folder, so stdout carries only the answer.
@@ -34,6 +36,25 @@ if (!clause) throw new Error(`no export clause in ${moduleFile}`);
 const aliases = Object.fromEntries(
   clause[1].split(",").map((part) => part.trim().split(/\s+as\s+/)).map(([name, alias]) => [name, alias]),
 );
+// Another bundle file by its prefix, with its export clause mapped back to source names.
+async function bundle(prefix, exclude) {
+  const file = readdirSync(dist).find(
+    (name) => name.startsWith(prefix) && name.endsWith(".mjs") && !(exclude && name.startsWith(exclude)),
+  );
+  if (!file) throw new Error(`no dist/${prefix}*.mjs in ${dist}`);
+  const text = readFileSync(join(dist, file), "utf8");
+  const exported = text.match(/export\s*\{([^}]*)\}\s*;?\s*$/);
+  if (!exported) throw new Error(`no export clause in ${file}`);
+  const names = Object.fromEntries(
+    exported[1].split(",").map((part) => part.trim().split(/\s+as\s+/)).map(([name, alias]) => [name, alias]),
+  );
+  const loaded = await import(pathToFileURL(join(dist, file)).href);
+  return (name) => {
+    const fn = loaded[names[name]];
+    if (typeof fn !== "function") throw new Error(`${file} does not export ${name}`);
+    return fn;
+  };
+}
 const mod = await import(pathToFileURL(join(dist, moduleFile)).href);
 const api = (name) => {
   const fn = mod[aliases[name]];
@@ -139,11 +160,22 @@ function facts(item) {
   };
 }
 
+async function configs(items) {
+  const resolveLoopConfig = (await bundle("tool-loop-detection-config-"))("resolveToolLoopDetectionConfig");
+  const defaultAgentId = (await bundle("agent-scope-config-"))("tryResolveDefaultAgentId");
+  const effective = (block) => ({ enabled: block?.enabled === true, guard: block?.enabled !== false });
+  return items.map(({ cfg, agents }) => ({
+    default_agent: defaultAgentId(cfg) ?? null,
+    global: effective(resolveLoopConfig({ cfg })),
+    agents: Object.fromEntries(agents.map((id) => [id, effective(resolveLoopConfig({ cfg, agentId: id }))])),
+  }));
+}
+
 const chunks = [];
 for await (const chunk of process.stdin) chunks.push(chunk);
 const request = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-const answer =
-  request.mode === "facts"
-    ? { facts: request.outcomes.map(facts) }
-    : { streams: request.streams.map(runStream) };
+let answer;
+if (request.mode === "facts") answer = { facts: request.outcomes.map(facts) };
+else if (request.mode === "config") answer = { configs: await configs(request.configs) };
+else answer = { streams: request.streams.map(runStream) };
 writeOut(`${JSON.stringify(answer)}\n`);

@@ -1,0 +1,107 @@
+"""The openclaw-2026.9 no-progress count: veto records count, exec failures keep identity.
+
+Walks the history newest first (docs/semantics.md, "openclaw-2026.9: counts"):
+- same-args walk: records of this tool and args; a veto adds one to a pending tally that the
+  next hashed record of the streak takes with it; unhashed records are skipped; the first
+  hashed record is `latest`; equal hashes extend the streak, a different one ends it. No
+  hashed record at all: the count is the vetoes alone.
+- terminal-failure walk (`exec` only): any args, but another tool or a hashed record that is
+  not a terminal exec failure ends it; after crossing to other args, meeting this call's args
+  again ends it; a record extends the streak when its hash or its failure identity equals
+  `latest`'s.
+`exec` takes the larger of the two (ties: same-args).
+
+    exec "npm test" fails "… 10:00:01 attempt 1", then "npm run test" fails "… 10:00:09
+    attempt 2": one failure identity, so the terminal-failure walk counts 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+__all__ = ["HistoryRecord", "no_progress_2026_9", "recent_count"]
+
+VETO = "tool-loop-veto"
+TERMINAL = "terminal-exec-failure"
+
+
+class HistoryRecord(Protocol):
+    """What the 2026.9 counts read from a history record."""
+
+    @property
+    def tool(self) -> str: ...
+    @property
+    def args_hash(self) -> str: ...
+    @property
+    def result_hash(self) -> str | None: ...
+    @property
+    def outcome_kind(self) -> str | None: ...
+    @property
+    def failure_identity(self) -> str | None: ...
+    @property
+    def no_progress(self) -> bool: ...
+
+
+def _walk(
+    history: Sequence[HistoryRecord], tool: str, args_hash: str, terminal_only: bool
+) -> tuple[int, str | None]:
+    streak = 0
+    pending_vetoes = 0
+    latest: HistoryRecord | None = None
+    crossed = False
+    for i in range(len(history) - 1, -1, -1):
+        rec = history[i]
+        if rec.tool != tool:
+            if terminal_only:
+                break
+            continue
+        if not terminal_only and rec.args_hash != args_hash:
+            continue
+        if rec.outcome_kind == VETO:
+            pending_vetoes += 1
+            continue
+        rhash = rec.result_hash
+        if not rhash:
+            continue
+        if terminal_only and rec.outcome_kind != TERMINAL:
+            break
+        if latest is None:
+            latest = rec
+            crossed = rec.args_hash != args_hash
+            streak = pending_vetoes + 1
+            pending_vetoes = 0
+            continue
+        if terminal_only:
+            if crossed and rec.args_hash == args_hash:
+                break
+            if rec.args_hash != args_hash:
+                crossed = True
+        same_failure = (
+            terminal_only
+            and rec.failure_identity is not None
+            and rec.failure_identity == latest.failure_identity
+        )
+        if rhash != latest.result_hash and not same_failure:
+            break
+        streak += pending_vetoes + 1
+        pending_vetoes = 0
+    if latest is None:
+        return (0 if terminal_only else pending_vetoes), None
+    return streak, latest.result_hash
+
+
+def no_progress_2026_9(
+    history: Sequence[HistoryRecord], tool: str, args_hash: str
+) -> tuple[int, str | None]:
+    """(no-progress count, the streak's latest outcome hash) for a call of `tool`/`args_hash`."""
+    same_args = _walk(history, tool, args_hash, False)
+    if tool != "exec":
+        return same_args
+    failures = _walk(history, tool, args_hash, True)
+    return failures if failures[0] > same_args[0] else same_args
+
+
+def recent_count(history: Sequence[HistoryRecord], tool: str, args_hash: str) -> int:
+    """Records of this call in the window: pending, completed and vetoed alike."""
+    return sum(1 for rec in history if rec.args_hash == args_hash and rec.tool == tool)

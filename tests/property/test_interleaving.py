@@ -1,6 +1,6 @@
-"""Interleaving law (docs/wire-format.md, "Ordering"): a run's decisions and final state are those of
-its events in seq order, for every merge of its two topics that keeps each topic's own order,
-with or without redelivery.
+"""Interleaving law (docs/wire-format.md, "Ordering"): a run's decisions and final state are
+those of its events in seq order, for every merge of its two topics that keeps each topic's
+own order, with or without redelivery.
 
 The fleets respect the documented precondition of the guarantee: consecutive compactions of a
 run are at least one guard window of recorded outcomes apart, a run's history never trims

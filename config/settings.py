@@ -42,6 +42,7 @@ class Settings(BaseSettings):
     topic_control: str = "loopguard.control"
     topic_dead_letter: str = "loopguard.dead-letter"
     app_id: str = "loopguard"
+    broker_wait_seconds: float = Field(default=60.0, ge=0)  # retry an unreachable broker at start
 
     # Consumer timings (Tansu joins a group in about half the session timeout).
     fetch_max_wait_ms: int = Field(default=100, ge=0, le=60_000)

@@ -70,9 +70,14 @@ def _open(path: str) -> tuple[BinaryIO, BinaryIO]:
     """(the decoded stream, the raw file under it, whose position tracks progress)."""
     try:
         raw: BinaryIO = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
-        buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(cast(Any, raw))
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(cast(Any, raw))
+    try:
         magic = buffered.peek(2)[:2]
     except OSError as exc:
+        if path != "-":
+            buffered.close()
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     if magic == _GZIP_MAGIC:
         unzipped = gzip.GzipFile(fileobj=buffered, mode="rb")
@@ -116,6 +121,7 @@ class FileInput:
         finally:
             if self.path != "-":
                 stream.close()
+                self._raw.close()  # a GzipFile leaves the file it was given open
 
 
 def file_items(path: str) -> Iterator[InputItem]:

@@ -123,12 +123,12 @@ class Replayer:
             self._th[agent_id] = th
         return th
 
-    def state_for(self, ev: Event, obj: object) -> RunState:
+    def state_for(self, ev: Event) -> RunState:
         """The run's state, fresh when the run is new or was idle past the TTL."""
         state = self.states.get(ev.run_id)
         ttl = self.idle_ttl_ms
         if ttl is not None:
-            now = self._advance(obj)
+            now = self.stream_ms
             if state is not None and _is_idle(state, now, ttl):
                 state = None
             if state is None:
@@ -142,7 +142,10 @@ class Replayer:
             state = self.states[ev.run_id] = RunState()
         return state
 
-    def _advance(self, obj: object) -> int | None:
+    def observe_time(self, obj: object) -> int | None:
+        """Advance stream time with a decoded line's `ts` (every decodable line counts)."""
+        if self.idle_ttl_ms is None:
+            return None
         ts = event_time_ms(obj.get("ts")) if isinstance(obj, dict) else None
         if ts is not None and (self.stream_ms is None or ts > self.stream_ms):
             self.stream_ms = ts
@@ -157,9 +160,9 @@ class Replayer:
         for run_id in [r for r, s in self.states.items() if _is_idle(s, now, ttl)]:
             del self.states[run_id]
 
-    def feed_event(self, ev: Event, obj: object = None) -> list[Decision]:
-        """Process one parsed event (`obj` is its decoded form, for its `ts`)."""
-        state = self.state_for(ev, obj)
+    def feed_event(self, ev: Event) -> list[Decision]:
+        """Process one parsed event (its line's time already observed)."""
+        state = self.state_for(ev)
         self.stats.events += 1
         if is_duplicate(state, ev):
             self.stats.duplicates += 1
@@ -170,13 +173,15 @@ class Replayer:
 
     def feed(self, obj: object) -> list[Decision]:
         """Process one decoded event; raises InvalidEvent for a malformed one."""
-        return self.feed_event(parse_event(obj), obj)
+        self.observe_time(obj)
+        return self.feed_event(parse_event(obj))
 
-    def decode(self, line: int, raw: bytes | str) -> tuple[Event, object] | Rejected:
+    def decode(self, line: int, raw: bytes | str) -> Event | Rejected:
         """Decode and validate one line as the worker does (streams/codec.decode_object)."""
         try:
             obj = decode_object(raw.encode() if isinstance(raw, str) else raw, self.max_line_bytes)
-            return parse_event(obj), obj
+            self.observe_time(obj)
+            return parse_event(obj)
         except CodecRejected as e:
             return self.reject(line, e.reason, e.detail)
         except InvalidEvent as e:
@@ -204,7 +209,7 @@ def replay_items(
         if isinstance(got, Rejected):
             yield pos, got
             continue
-        for d in feed(*got):
+        for d in feed(got):
             yield pos, d
 
 
@@ -217,7 +222,7 @@ def replay_lines(replayer: Replayer, lines: Iterable[bytes | str]) -> Iterator[D
         if isinstance(got, Rejected):
             yield got
             continue
-        yield from replayer.feed_event(*got)
+        yield from replayer.feed_event(got)
 
 
 def encode_decision(d: Decision) -> bytes:

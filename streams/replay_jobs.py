@@ -87,7 +87,7 @@ def _outputs(
         if isinstance(got, Rejected):
             yield LineOutput(pos, b"", got)
             continue
-        out = feed(*got)
+        out = feed(got)
         if out:
             yield LineOutput(pos, b"".join([render(d) for d in out]))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,7 +19,9 @@ from config import Policy, load_policy
 from config.settings import Settings
 from streams.agent import RunProcessor, install_agent
 from streams.app import Wiring, build_app, changelog_topic
+from streams.broker_wait import BrokerUnreachable, retry_until_reachable
 from streams.broker_watch import EXIT_BROKER_DATA_LOST, BrokerWatch, discard_orphaned_state
+from streams.cli_errors import EXIT_BROKER_UNREACHABLE
 from streams.metrics import Metrics
 from streams.outbox import BatchOutbox
 
@@ -125,7 +128,15 @@ def run_worker(settings: Settings) -> int:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     discard_orphaned_state(settings.worker_data_dir)  # left by a broker that lost its data
-    loop.run_until_complete(ensure_topics(settings))
+    try:  # a broker started beside the worker may not be up yet (streams/broker_wait.py)
+        loop.run_until_complete(
+            retry_until_reachable(
+                lambda: ensure_topics(settings), settings.broker, settings.broker_wait_seconds
+            )
+        )
+    except BrokerUnreachable as exc:
+        sys.stderr.write(f"loopguard worker: {exc}\n")
+        return EXIT_BROKER_UNREACHABLE
     wiring, _ = assemble(settings)
     watch = _install_broker_watch(wiring, settings)
     worker = _Worker(

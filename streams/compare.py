@@ -1,0 +1,242 @@
+"""What-if: replay the current policy and a candidate over the same history in one pass.
+
+Each line is decoded and validated once; the same event then goes to both policies' states.
+The report says, per detector, agent and tool, which decisions (loop events) the candidate
+gains and loses; which runs it blocks earlier or later and by how many calls; how many tool
+calls would not have run after each policy's first block (the saving); and which runs that
+were healthy under the current policy it now hits (docs/audit.md, "compare").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from config import Policy
+from detectors import Decision, Event
+from streams.replay import Rejected, Replayer
+
+__all__ = ["CompareReport", "RunOutcome", "compare", "render_summary"]
+
+SIDES = ("current", "candidate")
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    """One run under both policies: calls seen, first stop (call number, detector, action)."""
+
+    agent_id: str | None = None
+    calls: int = 0
+    decisions: list[int] = field(default_factory=lambda: [0, 0])
+    first: list[tuple[int, str, str] | None] = field(default_factory=lambda: [None, None])
+
+    def saved(self, side: int) -> int:
+        """Calls that would not have run had the run stopped at this side's first stop."""
+        first = self.first[side]
+        if first is None:
+            return 0
+        call, _, action = first
+        ran = call - 1 if action == "block" else call  # a blocked call never ran
+        return max(0, self.calls - ran)
+
+
+@dataclass(slots=True)
+class CompareReport:
+    """Everything `compare` found; `to_json` is the documented JSON form."""
+
+    events: int = 0
+    rejected: int = 0
+    runs_seen: int = 0
+    policy_names: tuple[str, str] = ("current", "candidate")
+    thresholds: tuple[dict[str, object], dict[str, object]] = ({}, {})
+    counts: Counter[tuple[int, str, str, str]] = field(default_factory=Counter)
+    changes: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    runs: dict[str, RunOutcome] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as plain JSON values (sorted keys and runs: deterministic)."""
+        runs = sorted(self.runs.items())
+        stopped = [(r, o) for r, o in runs if o.first[0] is not None or o.first[1] is not None]
+        both = [(r, o) for r, o in stopped if o.first[0] is not None and o.first[1] is not None]
+        deltas = [o.first[1][0] - o.first[0][0] for _, o in both]  # type: ignore[index]
+        healthy_hit = [(r, o) for r, o in runs if o.decisions[0] == 0 and o.decisions[1] > 0]
+        return {
+            "policies": dict(zip(SIDES, self.policy_names, strict=True)),
+            "thresholds": dict(zip(SIDES, self.thresholds, strict=True)),
+            "events": self.events,
+            "rejected": self.rejected,
+            "runs": self.runs_seen,
+            "decisions": {s: self._by(i, "detector") for i, s in enumerate(SIDES)},
+            "by_detector": self._diff("detector"),
+            "by_agent": self._diff("agent"),
+            "by_tool": self._diff("tool"),
+            "runs_stopped": {
+                "current": sum(o.first[0] is not None for _, o in stopped),
+                "candidate": sum(o.first[1] is not None for _, o in stopped),
+                "both": len(both),
+                "earlier": sum(d < 0 for d in deltas),
+                "later": sum(d > 0 for d in deltas),
+                "same_call": sum(d == 0 for d in deltas),
+                "only_candidate": sum(o.first[0] is None for _, o in stopped),
+                "only_current": sum(o.first[1] is None for _, o in stopped),
+                "calls_earlier_total": -sum(d for d in deltas if d < 0),
+            },
+            "saved_calls": {
+                "current": sum(o.saved(0) for _, o in runs),
+                "candidate": sum(o.saved(1) for _, o in runs),
+                "difference": sum(o.saved(1) - o.saved(0) for _, o in runs),
+            },
+            "healthy_runs_newly_hit": {
+                "warned": sum(o.first[1] is None for _, o in healthy_hit),
+                "stopped": sum(o.first[1] is not None for _, o in healthy_hit),
+                "run_ids": [r for r, _ in healthy_hit],
+            },
+            "stopped_runs": [_run_json(r, o) for r, o in stopped],
+        }
+
+    def _by(self, side: int, dim: str) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for (s, d, key, action), n in sorted(self.counts.items()):
+            if s == side and d == dim:
+                out.setdefault(key, {})[action] = n
+        return out
+
+    def _diff(self, dim: str) -> dict[str, dict[str, int]]:
+        keys = sorted({k for (_, d, k, _) in self.counts if d == dim})
+        out: dict[str, dict[str, int]] = {}
+        for key in keys:
+            a = sum(
+                n for (s, d, k, _), n in self.counts.items() if s == 0 and d == dim and k == key
+            )
+            b = sum(
+                n for (s, d, k, _), n in self.counts.items() if s == 1 and d == dim and k == key
+            )
+            out[key] = {
+                "current": a,
+                "candidate": b,
+                "gained": self.changes[(dim, key, "gained")],
+                "lost": self.changes[(dim, key, "lost")],
+            }
+        return out
+
+
+def _run_json(run_id: str, o: RunOutcome) -> dict[str, Any]:
+    def side(i: int) -> dict[str, Any] | None:
+        first = o.first[i]
+        if first is None:
+            return None
+        return {"first_stop_call": first[0], "detector": first[1], "action": first[2]}
+
+    a, b = o.first
+    delta = None if a is None or b is None else b[0] - a[0]
+    return {
+        "run_id": run_id,
+        "agent_id": o.agent_id,
+        "calls": o.calls,
+        "current": side(0),
+        "candidate": side(1),
+        "delta_calls": delta,
+        "saved_calls": {"current": o.saved(0), "candidate": o.saved(1)},
+    }
+
+
+def _loop_events(decisions: list[Decision]) -> list[tuple[str, str, str]]:
+    """(detector, action, tool) of each loop event."""
+    out = []
+    for d in decisions:
+        if d.kind == "loop_event":
+            p = d.payload
+            out.append((str(p["detector"]), str(p["action"]), str(p["tool"])))
+    return out
+
+
+def compare(
+    current: Policy,
+    candidate: Policy,
+    items: Iterable[tuple[int, bytes]],
+    idle_ttl_ms: int | None = None,
+) -> CompareReport:
+    """Replay both policies over `items` in one pass and collect the differences."""
+    sides = (
+        Replayer(current, idle_ttl_ms=idle_ttl_ms),
+        Replayer(candidate, idle_ttl_ms=idle_ttl_ms),
+    )
+    report = CompareReport(thresholds=(current.effective(None), candidate.effective(None)))
+    first, second = sides
+    for pos, raw in items:
+        ev = first.decode(pos, raw)
+        if isinstance(ev, Rejected):
+            continue
+        second.stream_ms = first.stream_ms  # same line, same stream time
+        outs = (first.feed_event(ev), second.feed_event(ev))
+        _account(report, ev, first, outs)
+    report.events = first.stats.events
+    report.rejected = first.stats.rejected
+    return report
+
+
+def _account(
+    report: CompareReport,
+    ev: Event,
+    first: Replayer,
+    outs: tuple[list[Decision], list[Decision]],
+) -> None:
+    run = report.runs.get(ev.run_id)
+    if run is None:
+        run = report.runs[ev.run_id] = RunOutcome()
+        report.runs_seen += 1
+    if ev.type == "tool_call":
+        run.calls += 1
+    if not outs[0] and not outs[1]:
+        if ev.type == "run_end" and run.decisions == [0, 0]:
+            del report.runs[ev.run_id]  # a run ended with no decision: only its count stays
+        return
+    state = first.states.get(ev.run_id)
+    agent = (state.agent_id if state is not None else None) or ev.agent_id or "-"
+    run.agent_id = agent
+    events = (_loop_events(outs[0]), _loop_events(outs[1]))
+    for side, found in enumerate(events):
+        run.decisions[side] += len(found)
+        for detector, action, tool in found:
+            for dim, key in (("detector", detector), ("agent", agent), ("tool", tool)):
+                report.counts[(side, dim, key, action)] += 1
+            if run.first[side] is None and action in ("block", "abort"):
+                run.first[side] = (run.calls, detector, action)
+    a, b = Counter(events[0]), Counter(events[1])
+    for label, diff in (("gained", b - a), ("lost", a - b)):
+        for (detector, _, tool), n in diff.items():
+            for dim, key in (("detector", detector), ("agent", agent), ("tool", tool)):
+                report.changes[(dim, key, label)] += n
+
+
+def render_summary(report: CompareReport) -> str:
+    """A short summary for a terminal."""
+    j = report.to_json()
+    cur, cand = report.policy_names
+    stop, saved, hit = j["runs_stopped"], j["saved_calls"], j["healthy_runs_newly_hit"]
+    lines = [
+        f"current:   {cur}",
+        f"candidate: {cand}",
+        f"{j['events']} events, {j['runs']} runs, {j['rejected']} rejected lines",
+        "",
+        f"{'detector':<28} {'current':>8} {'candidate':>10} {'gained':>7} {'lost':>6}",
+    ]
+    for det, row in j["by_detector"].items():
+        lines.append(
+            f"{det:<28} {row['current']:>8} {row['candidate']:>10} "
+            f"{row['gained']:>7} {row['lost']:>6}"
+        )
+    lines += [
+        "",
+        f"runs stopped (block or abort): {stop['current']} → {stop['candidate']}; "
+        f"earlier {stop['earlier']} (by {stop['calls_earlier_total']} calls in all), "
+        f"later {stop['later']}, newly {stop['only_candidate']}, "
+        f"no longer {stop['only_current']}",
+        f"calls not run after the first stop: {saved['current']} → {saved['candidate']} "
+        f"({saved['difference']:+d})",
+        f"healthy runs newly hit: {hit['warned'] + hit['stopped']} "
+        f"({hit['stopped']} stopped, {hit['warned']} only warned)",
+    ]
+    return "\n".join(lines) + "\n"

@@ -16,6 +16,7 @@ from typing import IO, NoReturn
 import orjson
 
 from config import Policy, PolicyError, load_policy
+from detectors.profiles import CONFIGURABLE, SEMANTICS, Semantics
 from streams.cli_errors import (
     EXIT_CANNOT_WRITE,
     EXIT_FAILED,
@@ -30,8 +31,9 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a filter cut o
 DEFAULT_IDLE_TTL_S = 1800.0  # the worker's LOOPGUARD_RUN_IDLE_TTL_SECONDS default
 
 
-def _policy(path: str | None) -> Policy:
-    return Policy.default() if path is None else load_policy(path)
+def _policy(path: str | None, semantics: Semantics = CONFIGURABLE) -> Policy:
+    policy = Policy.default() if path is None else load_policy(path)
+    return policy.with_semantics(semantics)
 
 
 def _bound(text: str | None, flag: str) -> Bound | None:
@@ -79,7 +81,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from streams.progress import TICK_EVERY, Progress
     from streams.replay_jobs import ReplaySpec, replay_local, replay_sharded
 
-    spec = ReplaySpec(_policy(args.policy), args.format == "table", _ttl_ms(args.idle_ttl))
+    spec = ReplaySpec(
+        _policy(args.policy, args.semantics), args.format == "table", _ttl_ms(args.idle_ttl)
+    )
     source = _source(args)
     jobs = _jobs(args.jobs)
     out = _open_output(args.output)
@@ -117,7 +121,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from streams.explain import explain_run, render_json, render_table
 
     source = _source(args)
-    timeline = explain_run(_policy(args.policy), source, args.run_id, _ttl_ms(args.idle_ttl))
+    timeline = explain_run(
+        _policy(args.policy, args.semantics), source, args.run_id, _ttl_ms(args.idle_ttl)
+    )
     if not timeline.rows:
         raise CliError(f"run {args.run_id!r} not found in the input", EXIT_FAILED)
     text = render_json(timeline) if args.format == "json" else render_table(timeline)
@@ -130,17 +136,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from streams.compare import compare, render_summary
 
     source = _source(args)
-    base, cand = _policy(args.policy), _policy(args.candidate)
-    report = compare(base, cand, source, _ttl_ms(args.idle_ttl))
-    report.policy_names = (args.policy or "(defaults)", args.candidate)
-    if args.html:
-        from streams.report_html import render_html
+    base = _policy(args.policy, args.semantics)
+    cand = _policy(args.candidate, args.semantics)
+    html = _open_output(args.html) if args.html else None  # fail before the replay, not after
+    try:
+        report = compare(base, cand, source, _ttl_ms(args.idle_ttl))
+        report.policy_names = (args.policy or "(defaults)", args.candidate)
+        if html is not None:
+            from streams.report_html import render_html
 
-        try:
-            with open(args.html, "w", encoding="utf-8") as f:
-                f.write(render_html(report))
-        except OSError as e:
-            raise CliError(f"cannot write {args.html}: {e.strerror or e}", EXIT_CANNOT_WRITE) from e
+            html.write(render_html(report).encode())
+    finally:
+        if html is not None:
+            html.close()
     if args.format == "json":
         sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
@@ -149,15 +157,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_policy_check(args: argparse.Namespace) -> int:
-    """Validate a policy file and print the effective block for an agent."""
+    """Validate a policy file; print one agent's effective block, or every agent's."""
     try:
-        policy = load_policy(args.file)
+        policy = load_policy(args.file).with_semantics(args.semantics)
     except PolicyError as e:
         print(f"invalid policy {args.file}:", file=sys.stderr)
         for issue in e.issues:
             print(f"  {issue.path}: {issue.message}", file=sys.stderr)
         return EXIT_FAILED
-    eff = policy.effective(args.agent)
+    eff = policy.effective(args.agent) if args.agent is not None else policy.effective_all()
     sys.stdout.write(orjson.dumps(eff, option=orjson.OPT_INDENT_2).decode() + "\n")
     return EXIT_OK
 
@@ -181,7 +189,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     """Start the embedded broker, a worker, and optionally the demo fleet."""
     from streams.up import up_main
 
-    return up_main(demo=args.demo, runs=args.runs)
+    return up_main(demo=args.demo, runs=args.runs, broker_kind=args.broker)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -206,11 +214,19 @@ def _add_input(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="drop a run quiet this long in event time, as the worker does (0: never)",
     )
+    _add_semantics(p)
+
+
+def _add_semantics(p: argparse.ArgumentParser) -> None:
+    """--semantics: which OpenClaw release's rules decide (docs/semantics.md)."""
+    p.add_argument(
+        "--semantics", choices=SEMANTICS, default=CONFIGURABLE, help="detection rules' profile"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     p = _Parser(prog="loopguard", description=__doc__, parents=[common])
     sub = p.add_subparsers(dest="command", required=True)
@@ -250,7 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
         "check", help="validate a policy and print the effective thresholds", parents=[common]
     )
     chk.add_argument("file")
-    chk.add_argument("--agent", default=None, help="agent id whose overlay to apply")
+    chk.add_argument("--agent", default=None, help="only this agent's effective block")
+    _add_semantics(chk)
     chk.set_defaults(func=cmd_policy_check)
 
     sc = sub.add_parser(
@@ -264,6 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
     u = sub.add_parser("up", help="embedded broker + worker (+ --demo fleet)", parents=[common])
     u.add_argument("--demo", action="store_true", help="also run a simulated fleet")
     u.add_argument("--runs", type=int, default=50, help="runs in the demo fleet")
+    u.add_argument(
+        "--broker",
+        choices=["tansu", "kafka"],
+        default="tansu",
+        help="broker to start: embedded Tansu (default) or Apache Kafka (needs Java and Maven)",
+    )
     u.set_defaults(func=cmd_up)
     return p
 

@@ -12,6 +12,14 @@ from detectors.values import Thresholds, ToolCall, Verdict
 DETECTOR = "global_circuit_breaker"
 
 
+def message_2026_9(tool: str, count: int) -> str:
+    """The breaker's message as OpenClaw 2026.9 words it."""
+    return (
+        f"CRITICAL: {tool} repeated identical no-progress outcomes {count} times. "
+        "Session execution blocked by global circuit breaker to prevent runaway loops."
+    )
+
+
 def check(call: ToolCall, streak: int, latest: str | None, th: Thresholds) -> Verdict | None:
     """Critical when the no-progress streak reaches the global threshold."""
     if streak < th.global_circuit_breaker_threshold:

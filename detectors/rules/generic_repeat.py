@@ -14,6 +14,14 @@ from detectors.values import Thresholds, ToolCall, Verdict
 DETECTOR = "generic_repeat"
 
 
+def message_2026_9(tool: str, count: int) -> str:
+    """The critical message as OpenClaw 2026.9 words it."""
+    return (
+        f"CRITICAL: Called {tool} with identical outcomes {count} times. "
+        "Session execution blocked to prevent runaway loops."
+    )
+
+
 def check(
     call: ToolCall, streak: int, latest: str | None, recent: int, th: Thresholds
 ) -> Verdict | None:

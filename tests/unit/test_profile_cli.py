@@ -1,0 +1,56 @@
+"""The CLI's profile switches: `policy check` per agent, `--semantics` on replay."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streams.cli import main
+
+CURRENT_STYLE = """{
+  // An openclaw.json as OpenClaw 2026.9 writes it: loop detection per agent under entries.
+  tools: { loopDetection: { enabled: false } },
+  agents: {
+    entries: {
+      "safe-runner": { default: true, model: "x/y", tools: { loopDetection: { enabled: true } } },
+      "Night Shift": { tools: { profile: "coding", loopDetection: {} } },
+      quiet: { name: "Quiet" },
+    },
+  },
+}
+"""
+
+
+def test_policy_check_prints_every_agents_effective_policy(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "openclaw.json"
+    path.write_text(CURRENT_STYLE)
+    assert main(["policy", "check", str(path), "--semantics", "openclaw-2026.9"]) == 0
+    every = json.loads(capsys.readouterr().out)
+    assert (every["semantics"], every["defaultAgent"]) == ("openclaw-2026.9", "safe-runner")
+    assert every["global"]["enabled"] is False
+    # What OpenClaw 2026.9 runs: the agent's `enabled` over the global one, guard unless false.
+    assert {
+        agent: (block["enabled"], block["postCompactionGuard"]["enabled"])
+        for agent, block in every["agents"].items()
+    } == {"safe-runner": (True, True), "night-shift": (False, False)}
+    assert every["agents"]["safe-runner"]["warningThreshold"] == 10
+
+
+def test_policy_check_with_an_agent_prints_that_agents_block(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "openclaw.json"
+    path.write_text(CURRENT_STYLE)
+    assert main(["policy", "check", str(path), "--agent", "Night Shift"]) == 0
+    assert json.loads(capsys.readouterr().out)["enabled"] is False
+
+
+@pytest.mark.parametrize("command", ["replay", "explain", "compare"])
+def test_an_unknown_semantics_profile_is_a_usage_error(command: str, capsys) -> None:
+    argv = [command, "-", "--semantics", "openclaw-2027"]
+    if command == "explain":
+        argv.insert(1, "run")
+    if command == "compare":
+        argv += ["--candidate", "x.json"]
+    assert main(argv) == 2
+    assert "openclaw-2026.9" in capsys.readouterr().err

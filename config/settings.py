@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, FilePath, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from detectors.profiles import CONFIGURABLE, Semantics
+
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 _BROKER_SCHEMES = ("kafka", "aiokafka")
@@ -66,6 +68,7 @@ class Settings(BaseSettings):
     # Policy.
     policy_file: FilePath | None = None
     channel_tools: Annotated[tuple[str, ...], NoDecode] = ("telegram",)
+    semantics: Semantics = CONFIGURABLE  # which OpenClaw release's rules decide (docs/semantics.md)
 
     # Web (metrics and health) and logging.
     web_host: str = "127.0.0.1"

@@ -106,8 +106,9 @@ async def _verify(
 
 
 def _policy(settings: Settings) -> Policy:
-    """The loop-detection policy: the file's, or the defaults without one."""
-    return load_policy(settings.policy_file) if settings.policy_file else Policy.default()
+    """The loop-detection policy (the file's, or the defaults) under the chosen semantics."""
+    policy = load_policy(settings.policy_file) if settings.policy_file else Policy.default()
+    return policy.with_semantics(settings.semantics)
 
 
 def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring, RunProcessor]:

@@ -252,8 +252,12 @@ def outcome_facts(
             no_progress=True,
             unknown_tool_name=outcome_unknown_tool_name(outcome),
         )
-    if kind == "hashed":  # privacy mode: the edge sends the hash, and nothing else is known
-        return OutcomeFacts(outcome.hash, unknown_tool_name=outcome.unknown_tool_name)
+    if kind == "hashed":  # privacy mode: the edge sends the hash; an error's says so
+        rhash = outcome.hash
+        is_error = rhash is not None and rhash.startswith("error:")
+        return OutcomeFacts(
+            rhash, no_progress=is_error, unknown_tool_name=outcome.unknown_tool_name
+        )
     result = outcome.value
     if kind == "pending" or result is UNDEFINED:
         return OutcomeFacts()

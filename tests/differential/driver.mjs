@@ -90,7 +90,7 @@ function runStream(stream) {
   const runId = stream.run_id;
   const state = { toolCallHistory: [] };
   const buckets = new Map();
-  const vetoed = new Set(); // tool_call_ids of calls this runner blocked
+  const vetoed = new Set(); // tool_call_ids of calls already vetoed (blocked here or reported)
   const config = { enabled: true };
   const out = [];
   for (const ev of stream.events) {
@@ -137,6 +137,7 @@ function runStream(stream) {
       if ("error" in ev) outcome.error = ev.error;
       else outcome.result = ev.result;
       recordToolCallOutcome(state, outcome);
+      if (ev.tool_call_id && !("error" in ev) && isVeto(ev.result)) vetoed.add(ev.tool_call_id);
       out.push(null);
     } else {
       out.push(null);

@@ -44,12 +44,13 @@ def _evict(processor: Any) -> None:
     checkpoint = processor.checkpoint
 
     def checkpoint_and_evict() -> None:
-        written = {p: list(d) for p, d in processor._dirty.items() if d}
+        held = processor.driver.partitions
+        written = {p: list(runs.dirty) for p, runs in held.items() if runs.dirty}
         checkpoint()
         for partition, keys in written.items():
-            runs = processor._runs.get(partition, {})
+            live = held[partition].live
             for key in keys:
-                runs.pop(key, None)
+                live.pop(key, None)
 
     processor.checkpoint = checkpoint_and_evict
 

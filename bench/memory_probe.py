@@ -7,7 +7,7 @@ Runs exactly `python -m streams.main worker` (same environment, same code), plus
     malloc              glibc malloc_info: bytes in use vs free-but-kept (RocksDB, big objects)
     pymalloc            sys._debugmallocstats: arenas, used vs free bytes in pools/arenas
     rocksdb             per partition DB: memtable bytes and entries, block cache, readers
-    cache               RunProcessor._runs: runs, and their deep size (sys.getsizeof walk)
+    cache               RunDriver's live runs: and their deep size (sys.getsizeof walk)
     table               Faust's key index / memory store sizes
     tracemalloc         top allocation sites, when started with PYTHONTRACEMALLOC=N
 
@@ -230,7 +230,7 @@ def report(probe: dict[str, Any], trim: bool) -> dict[str, Any]:
     """The whole breakdown."""
     wiring, processor = probe["wiring"], probe["processor"]
     out: dict[str, Any] = {"rss": rss_bytes(os.getpid())}
-    runs = processor._runs
+    runs = {p: held.live for p, held in processor.driver.partitions.items()}
     out["cache"] = {
         "runs": sum(len(r) for r in runs.values()),
         "deep_bytes": deep_size(runs),
@@ -308,7 +308,8 @@ def _install() -> None:
 
         def counted() -> None:  # how often states are written (memtable versions)
             probe["checkpoints"] += 1
-            probe["table_writes"] += sum(len(d) for d in processor._dirty.values())
+            held = processor.driver.partitions.values()
+            probe["table_writes"] += sum(len(runs.dirty) for runs in held)
             checkpoint()
 
         processor.checkpoint = counted  # type: ignore[method-assign]

@@ -29,6 +29,7 @@ from detectors.hashing import DEFAULT_CHANNEL_TOOLS
 from detectors.jsjson import NotJSON, dumps, loads
 from detectors.values import JSON
 from streams.broker import BrokerError, topic_partitions
+from streams.codec import run_key
 from streams.run_events import MISSING, Missing, RunEvents, WireEvent, utc_now
 
 __all__ = ["ClientError", "RunEvents", "RunHandle", "RuntimeClient", "Topics", "VerdictReply"]
@@ -258,7 +259,7 @@ class RuntimeClient:
         except (TypeError, ValueError) as exc:
             raise ClientError(f"event {event.get('event_id')!r} is not JSON: {exc}") from exc
         self._own(run_id)
-        fut = await self._producer.send(topic, value, key=run_id.encode())
+        fut = await self._producer.send(topic, value, key=run_key(run_id))
         self._pending.add(fut)
         fut.add_done_callback(self._delivered)
         if etype == "tool_call" and event.get("want_verdict") is True:

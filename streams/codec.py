@@ -7,11 +7,12 @@ read and written as JavaScript does (`detectors.jsjson`, docs/wire-format.md).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from detectors.jsjson import NotJSON, dumps, loads
 
-__all__ = ["Rejected", "decode_object", "encode"]
+__all__ = ["Rejected", "decode_object", "encode", "run_key"]
 
 
 class Rejected(Exception):
@@ -42,3 +43,15 @@ def decode_object(raw: bytes | None, max_bytes: int) -> dict[str, Any]:
 def encode(obj: dict[str, Any]) -> bytes:
     """Encode one control or dead-letter object as compact JSON."""
     return dumps(obj)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def run_key(run_id: str) -> bytes:
+    """The Kafka key of a run: its id in UTF-8, a lone surrogate as U+FFFD, as a JavaScript
+    producer encodes strings (Buffer.from / TextEncoder), so every client keys a run alike."""
+    try:
+        return run_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub("\ufffd", run_id).encode("utf-8")

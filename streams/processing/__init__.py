@@ -1,0 +1,14 @@
+"""The processing core: per-partition run state and the one `RunDriver` (Faust-free)."""
+
+from streams.processing.driver import DriverLimits, Message, Outputs, RunDriver, StateStore
+from streams.processing.partition import LiveRun, PartitionRuns
+
+__all__ = [
+    "DriverLimits",
+    "LiveRun",
+    "Message",
+    "Outputs",
+    "PartitionRuns",
+    "RunDriver",
+    "StateStore",
+]

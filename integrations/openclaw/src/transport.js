@@ -186,7 +186,9 @@ export class KafkaTransport {
     this.queue.length = 0;
     this.abort.abort();
     this.wake?.();
-    await Promise.race([Promise.allSettled(this.loops), sleep(1000)]);
+    const stopped = new AbortController(); // so the 1 s bound does not keep the process alive
+    await Promise.race([Promise.allSettled(this.loops), sleep(1000, stopped.signal)]);
+    stopped.abort();
     await Promise.allSettled([this.producer?.close(true), this.consumer?.close(true)]);
   }
 }

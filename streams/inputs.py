@@ -179,6 +179,9 @@ class _TopicReader:
         self._next = 0
         self._quiet_since = 0.0
         self._reported_end = 0
+        self._from_ms: int | None = None  # skip records older than this (a --from time)
+        self._to_ms: int | None = None  # stop at the first record this old (a --to time)
+        self._done = False
 
     async def start(self) -> None:
         """Connect and learn the partition count (the topic must exist)."""
@@ -208,7 +211,12 @@ class _TopicReader:
     async def span(
         self, partition: int, start: Bound | None, end: Bound | None
     ) -> tuple[int, int | None]:
-        """(first offset, exclusive last offset or None for "until quiet") of a partition."""
+        """(first offset, exclusive last offset or None for "until quiet") of a partition.
+
+        Time bounds follow Kafka's offsets-for-times (the first record at or after the time),
+        checked on each record's own timestamp: Tansu answers offsets-for-times with offset 0,
+        which is only a lower bound, so the broker's answer is a starting point, not the rule.
+        """
         from aiokafka import TopicPartition
 
         c = self._consumer
@@ -216,21 +224,24 @@ class _TopicReader:
         c.assign([tp])
         begin = (await c.beginning_offsets([tp]))[tp]
         self._reported_end = (await c.end_offsets([tp]))[tp]
-        first = max(begin, await self._resolve(tp, start, begin))
-        last = None if end is None else await self._resolve(tp, end, self._reported_end)
+        first = begin
+        self._from_ms = self._to_ms = None
+        if start is not None and start.offset is not None:
+            first = max(begin, start.offset)
+        elif start is not None:
+            self._from_ms = start.time_ms
+            hint = (await c.offsets_for_times({tp: start.time_ms})).get(tp)
+            first = self._reported_end if hint is None else max(begin, int(hint.offset))
+        last = None
+        if end is not None and end.offset is not None:
+            last = end.offset
+        elif end is not None:
+            self._to_ms = end.time_ms
         c.seek(tp, first)
         self._next = first
+        self._done = False
         self._quiet_since = asyncio.get_running_loop().time()
         return first, last
-
-    async def _resolve(self, tp: Any, bound: Bound | None, default: int) -> int:
-        if bound is None:
-            return default
-        if bound.offset is not None:
-            return bound.offset
-        found = await self._consumer.offsets_for_times({tp: bound.time_ms})
-        hit = found.get(tp)
-        return self._reported_end if hit is None else int(hit.offset)
 
     async def fetch(self, partition: int, first: int, last: int | None) -> list[bytes] | None:
         """The next batch of values of the partition, or None once it is done."""
@@ -238,7 +249,7 @@ class _TopicReader:
 
         tp = TopicPartition(self.topic, partition)
         loop = asyncio.get_running_loop()
-        if last is not None and self._next >= last:
+        if self._done or (last is not None and self._next >= last):
             return None
         got = await self._consumer.getmany(tp, timeout_ms=100, max_records=2000)
         records = got.get(tp, [])
@@ -247,8 +258,15 @@ class _TopicReader:
             if last is not None and r.offset >= last:
                 self._next = last
                 break
-            out.append(r.value or b"")
+            if self._to_ms is not None and r.timestamp >= self._to_ms:
+                self._done = True
+                break
             self._next = r.offset + 1
+            if self._from_ms is not None:
+                if r.timestamp < self._from_ms:
+                    continue
+                self._from_ms = None  # from here on, every record counts (as in Kafka)
+            out.append(r.value or b"")
         if records:
             self._quiet_since = loop.time()
         elif self._next >= self._reported_end and loop.time() - self._quiet_since >= self.idle_s:

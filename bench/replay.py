@@ -1,0 +1,175 @@
+"""`loopguard replay` / `compare` on workload P's events (bench/pipeline.py's `workload`).
+
+    python bench/replay.py            # 200,000 events; memory at 200k and 2M; 3 runs each
+    python bench/replay.py --quick    # 40,000 events; memory at 40k and 400k; 2 runs
+
+Figures, one JSON line each, every one with its same-run baseline:
+- replay_events_per_s (--jobs 1, streamed from a file, decisions written to /dev/null),
+  baseline: the engine alone (parse_event + process_event over lines decoded beforehand);
+- replay_jobs_N_events_per_s for N up to the cores present, baseline N × the --jobs 1 figure;
+- compare_seconds, baseline: one --jobs 1 replay of the same file;
+- replay_max_rss_bytes at 10 × the events, baseline: at 1 ×, both read from stdin through a
+  pipe from a generator process (1,000 live runs, as in P), so the input is never on disk.
+The machine is shared: absolute figures are noisy, the ratios less so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.pipeline import POLICY, RUNS, workload  # noqa: E402
+from config import load_policy  # noqa: E402
+from detectors import RunState, parse_event, process_event  # noqa: E402
+from streams.compare import compare  # noqa: E402
+from streams.inputs import FileInput  # noqa: E402
+from streams.replay_jobs import ReplaySpec, replay_local, replay_sharded  # noqa: E402
+
+TTL_MS = 1_800_000  # the CLI's default --idle-ttl
+
+
+def _figure(name: str, values: list[float], baseline: list[float], what: str, **extra: Any) -> str:
+    med, base = statistics.median(values), statistics.median(baseline)
+    row: dict[str, Any] = {
+        "workload": "P",
+        "figure": name,
+        "median": round(med, 3),
+        "runs": [round(v, 3) for v in values],
+        "baseline": what,
+        "baseline_median": round(base, 3),
+        "ratio": round(med / base, 3),
+    }
+    row.update(extra)
+    return json.dumps(row)
+
+
+def _replay_rate(spec: ReplaySpec, path: Path, jobs: int) -> float:
+    start = time.perf_counter()
+    items = FileInput(str(path))
+    outs, stats = replay_local(spec, items) if jobs == 1 else replay_sharded(spec, items, jobs)
+    with open(os.devnull, "wb") as sink:
+        for o in outs:
+            sink.write(o.data)
+    return stats.events / (time.perf_counter() - start)
+
+
+def _engine_rate(lines: list[bytes]) -> float:
+    th = load_policy(POLICY).for_agent(None)
+    objs = [orjson.loads(line) for line in lines]
+    states: dict[str, RunState] = {}
+    start = time.perf_counter()
+    for obj in objs:
+        ev = parse_event(obj)
+        state = states.get(ev.run_id)
+        if state is None:
+            state = states[ev.run_id] = RunState()
+        process_event(state, ev, th)
+    return len(objs) / (time.perf_counter() - start)
+
+
+def _compare_seconds(path: Path) -> float:
+    low = {"tools": {"loopDetection": {"enabled": True, "criticalThreshold": 12}}}
+    start = time.perf_counter()
+    compare(load_policy(POLICY), load_policy(low), FileInput(str(path)), TTL_MS).to_json()
+    return time.perf_counter() - start
+
+
+def generate(calls: int, repeats: int) -> None:
+    """Write P's events `repeats` times to stdout, later copies later in every run (seq)."""
+    base = [orjson.loads(v) for _, v in workload(calls)]
+    shift = 2 * calls // RUNS + 2  # every run's seq grows past its previous copy's
+    out = sys.stdout.buffer
+    for k in range(repeats):
+        for ev in base:
+            ev2 = {**ev, "seq": ev["seq"] + k * shift, "event_id": f"k{k}-{ev['event_id']}"}
+            out.write(orjson.dumps(ev2) + b"\n")
+    out.flush()
+
+
+def _max_rss(calls: int, repeats: int, policy: Path) -> int:
+    """Peak RSS (VmHWM, bytes) of `loopguard replay -` fed `repeats` copies of P by a pipe."""
+    gen = subprocess.Popen(
+        [sys.executable, __file__, "--generate", str(calls), str(repeats)], stdout=subprocess.PIPE
+    )
+    replay = subprocess.Popen(
+        [sys.executable, "-m", "streams.cli", "replay", "-", "--policy", str(policy),
+         "--quiet", "--output", os.devnull],
+        stdin=gen.stdout, cwd=REPO,
+    )  # fmt: skip
+    assert gen.stdout is not None
+    gen.stdout.close()
+    peak = 0
+    # VmHWM, polled: ru_maxrss would keep this (big) bench process's RSS from before the exec.
+    while replay.poll() is None:
+        try:
+            status = Path(f"/proc/{replay.pid}/status").read_text()
+        except FileNotFoundError:
+            break
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                peak = max(peak, int(line.split()[1]) * 1024)
+        time.sleep(0.05)
+    replay.wait()
+    gen.wait()
+    if replay.returncode != 0 or gen.returncode != 0:
+        raise RuntimeError(f"replay exited {replay.returncode}, generator {gen.returncode}")
+    return peak
+
+
+def main() -> None:
+    """Run every figure and print one JSON line each."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--generate", nargs=2, type=int, metavar=("CALLS", "REPEATS"))
+    args = ap.parse_args()
+    if args.generate:
+        generate(*args.generate)
+        return
+    calls, runs = (20_000, 2) if args.quick else (100_000, 3)
+    spec = ReplaySpec(load_policy(POLICY), idle_ttl_ms=TTL_MS)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "p.jsonl"
+        lines = [v for _, v in workload(calls)]
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        policy = Path(tmp) / "policy.json"
+        policy.write_bytes(orjson.dumps(POLICY))
+        events = len(lines)
+        _replay_rate(spec, path, 1)  # warm-up: page cache, imports
+        one, engine, cmp_s, cores = [], [], [], os.cpu_count() or 1
+        scaled: dict[int, list[float]] = {n: [] for n in range(2, cores + 1)}
+        for i in range(runs):
+            one.append(_replay_rate(spec, path, 1))
+            engine.append(_engine_rate(lines))
+            for n in scaled:
+                scaled[n].append(_replay_rate(spec, path, n))
+            cmp_s.append(_compare_seconds(path))
+            print(f"# run {i}: replay {one[-1]:,.0f} ev/s, engine {engine[-1]:,.0f} ev/s, "
+                  f"compare {cmp_s[-1]:.2f} s", file=sys.stderr)  # fmt: skip
+        print(_figure("replay_events_per_s", one, engine, "engine alone (pre-decoded)",
+                      events=events, jobs=1))  # fmt: skip
+        for n, rates in scaled.items():
+            print(_figure(f"replay_jobs_{n}_events_per_s", rates, [n * r for r in one],
+                          f"{n} x replay --jobs 1", events=events, jobs=n))  # fmt: skip
+        print(_figure("compare_seconds", cmp_s, [events / r for r in one],
+                      "one replay --jobs 1 of the same file", events=events))  # fmt: skip
+        small = [_max_rss(calls, 1, policy) for _ in range(2)]
+        big = [_max_rss(calls, 10, policy) for _ in range(2)]
+        print(_figure("replay_max_rss_bytes", big, small, f"max RSS at {events} events",
+                      events=10 * events, live_runs=RUNS))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -25,9 +25,17 @@ class TopicRecord:
 
 
 async def read_topic_records(
-    bootstrap: str, topic: str, timeout_s: float = 60.0, idle_s: float = 0.5
+    bootstrap: str,
+    topic: str,
+    timeout_s: float = 60.0,
+    idle_s: float = 0.5,
+    *,
+    isolation_level: str = "read_uncommitted",
 ) -> list[TopicRecord]:
-    """Every record of `topic`, partition by partition, in offset order."""
+    """Every record of `topic`, partition by partition, in offset order.
+
+    `read_committed` leaves out records of aborted (and still open) transactions.
+    """
     count = (await topic_partitions(bootstrap, [topic], wait=timeout_s))[topic]
     tps = [TopicPartition(topic, p) for p in range(count)]
     consumer = AIOKafkaConsumer(
@@ -37,6 +45,7 @@ async def read_topic_records(
         fetch_max_wait_ms=100,
         max_partition_fetch_bytes=16 * 1024 * 1024,
         fetch_max_bytes=64 * 1024 * 1024,
+        isolation_level=isolation_level,
     )
     await consumer.start()
     out: dict[int, list[TopicRecord]] = {tp.partition: [] for tp in tps}
@@ -46,13 +55,14 @@ async def read_topic_records(
         # Tansu reports too low an end offset for partitions written in batches, so the
         # reported end is only a floor: keep reading until the topic has been quiet a while.
         ends = await consumer.end_offsets(tps)
-        seen = {tp: -1 for tp in tps}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         quiet_since = loop.time()
         while True:
             now = loop.time()
-            reached = all(seen[tp] + 1 >= ends[tp] for tp in tps)
+            # The position, not the last record: a transaction's commit marker takes an offset
+            # that no record is returned for.
+            reached = all([await consumer.position(tp) >= ends[tp] for tp in tps])
             if reached and now - quiet_since >= idle_s:
                 break
             if now > deadline:
@@ -61,7 +71,6 @@ async def read_topic_records(
             for tp, records in batch.items():
                 for r in records:
                     out[tp.partition].append(TopicRecord(r.partition, r.offset, r.key, r.value))
-                    seen[tp] = r.offset
                 if records:
                     quiet_since = loop.time()
     finally:

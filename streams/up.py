@@ -1,6 +1,7 @@
 """`loopguard up`: the embedded default — broker, worker, metrics, and (`--demo`) a fleet.
 
-Starts the bundled Tansu broker on a free 127.0.0.1 port (unless LOOPGUARD_BROKER is set),
+Starts the bundled Tansu broker (or, with `--broker kafka`, Apache Kafka: streams/embedded/)
+on a free 127.0.0.1 port (unless LOOPGUARD_BROKER is set),
 runs one worker as a child process, prints where /metrics is, and with --demo publishes a
 simulated fleet while printing the decisions as they arrive. Ctrl-C (SIGINT) or SIGTERM (a
 supervisor's stop) stops everything it started, by PID.
@@ -23,8 +24,15 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from detectors.jsjson import loads
-from streams.broker import EmbeddedBroker, free_port, topic_partitions
+from streams.broker import BrokerError, EmbeddedBroker, free_port, topic_partitions
 from streams.client import Topics
+from streams.embedded.kafka import (
+    KAFKA_VERSION,
+    KafkaBroker,
+    find_java,
+    install_jars,
+    is_installed,
+)
 from streams.processes import stop_process
 from streams.simulate import simulate
 
@@ -32,7 +40,7 @@ READY_TIMEOUT_S = 90.0
 DEMO_POLICY = "// written by `loopguard up`\n{tools: {loopDetection: {enabled: true}}}\n"
 
 
-def _worker_env(broker_url: str, embedded: bool, data_dir: Path, web_port: int) -> dict[str, str]:
+def _worker_env(broker_url: str, is_tansu: bool, data_dir: Path, web_port: int) -> dict[str, str]:
     env = dict(os.environ)
     env["LOOPGUARD_BROKER"] = broker_url
     env.setdefault("LOOPGUARD_DATA_DIR", str(data_dir))
@@ -42,7 +50,7 @@ def _worker_env(broker_url: str, embedded: bool, data_dir: Path, web_port: int) 
         policy = data_dir / "policy.json5"
         policy.write_text(DEMO_POLICY)
         env["LOOPGUARD_POLICY_FILE"] = str(policy)
-    if embedded:
+    if is_tansu:
         # Tansu under-reports end offsets of batched partitions, which trips Faust's check.
         env["LOOPGUARD_RECOVERY_CONSISTENCY_CHECK"] = "false"
     return env
@@ -121,11 +129,30 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def up_main(demo: bool, runs: int = 50) -> int:
+def _start_broker(kind: str) -> EmbeddedBroker | KafkaBroker:
+    """Start the broker `up` runs: Tansu (in memory), or Apache Kafka (jars installed once)."""
+    if kind == "tansu":
+        return EmbeddedBroker().start()
+    find_java()  # before a Maven download: fail first on what cannot be fixed by one
+    if not is_installed():
+        print(f"broker   installing the Apache Kafka {KAFKA_VERSION} jars (Maven)…", flush=True)
+        install_jars()
+    return KafkaBroker().start()
+
+
+def _describe(broker: EmbeddedBroker | KafkaBroker) -> str:
+    if isinstance(broker, KafkaBroker):
+        return f" (Apache Kafka {KAFKA_VERSION}, data in {broker.data_dir}, pid {broker.pid})"
+    return f" (embedded Tansu, in memory, pid {broker.pid})"
+
+
+def up_main(demo: bool, runs: int = 50, broker_kind: str = "tansu") -> int:
     """Run the embedded default until Ctrl-C or SIGTERM; returns the exit code."""
     signal.signal(signal.SIGTERM, _interrupt)
     external = os.environ.get("LOOPGUARD_BROKER")
-    broker = None if external else EmbeddedBroker()
+    if external and broker_kind != "tansu":
+        raise SystemExit(f"--broker {broker_kind} starts a broker: unset LOOPGUARD_BROKER")
+    broker: EmbeddedBroker | KafkaBroker | None = None
     data_dir = Path(tempfile.mkdtemp(prefix="loopguard-"))
     web_port = int(os.environ.get("LOOPGUARD_WEB_PORT") or free_port())
     log_path = data_dir / "worker.log"
@@ -136,14 +163,19 @@ def up_main(demo: bool, runs: int = 50) -> int:
     )
     proc = None
     try:
-        broker_url = external or broker.start().url  # type: ignore[union-attr]
+        if not external:
+            try:
+                broker = _start_broker(broker_kind)
+            except BrokerError as exc:
+                raise SystemExit(f"loopguard up: {exc}") from exc
+        broker_url = external or broker.url  # type: ignore[union-attr]
         bootstrap = broker_url.split("://", 1)[1].split(";")[0].split(",")[0]
-        where = "" if broker is None else f" (embedded Tansu, in memory, pid {broker.pid})"
+        where = "" if broker is None else _describe(broker)
         print(f"broker   {broker_url}{where}")
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "streams.main", "worker"],
-                env=_worker_env(broker_url, broker is not None, data_dir, web_port),
+                env=_worker_env(broker_url, isinstance(broker, EmbeddedBroker), data_dir, web_port),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # Ctrl-C reaches us; we stop the worker cleanly

@@ -261,10 +261,10 @@ class KafkaBroker:
         config.write_text(_server_properties(self.port, self._controller_port, self.data_dir))
         (self.data_dir / "log4j2.properties").write_text(_log4j_properties(self.log_path))
         classpath = str(home / "libs" / "*")
+        _live.add(self)  # from here on: an interrupted start still ends in stop() at exit
         if not (self.data_dir / "log" / "meta.properties").is_file():
             self._format(java, classpath, config)
         self._spawn(java, classpath, config)
-        _live.add(self)
         return self
 
     def _jvm(self, java: str, classpath: str, heap_mb: int) -> list[str]:

@@ -1,4 +1,4 @@
-"""Chaos fixtures: the session's embedded broker and one `Cluster` (own topics) per scenario.
+"""Chaos fixtures: the session's broker (LOOPGUARD_TEST_BROKER) and one `Cluster` per scenario.
 
 Every test here is marked `chaos`; the figures each scenario measured (events, lost,
 duplicates before dedupe) are printed at the end of the session.
@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from streams.broker import EmbeddedBroker
 from tests.chaos.harness import Cluster
 from tests.chaos.invariants import FIGURES
-from tests.integration.conftest import broker  # noqa: F401  # the session broker fixture
+from tests.integration.conftest import (
+    SessionBroker,
+    broker,  # noqa: F401  # the session broker fixture
+    broker_kind,
+)
 
 _HERE = Path(__file__).parent
 
@@ -29,13 +32,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Print what each chaos scenario measured."""
     if FIGURES:
-        terminalreporter.section("chaos figures")
+        terminalreporter.section(f"chaos figures ({broker_kind()})")
         for figures in FIGURES:
             terminalreporter.write_line(figures.line())
 
 
 @pytest.fixture
-async def cluster(broker: EmbeddedBroker, tmp_path: Path) -> AsyncIterator[Cluster]:  # noqa: F811
+async def cluster(broker: SessionBroker, tmp_path: Path) -> AsyncIterator[Cluster]:  # noqa: F811
     """A scenario's topics and worker launcher on the session broker; workers stopped after."""
     c = Cluster(broker, tmp_path)
     await c.create_topics()

@@ -8,7 +8,9 @@
     control = await cluster.read(cluster.control)
 
 End offsets come from the producer's own acknowledgements, not from the broker: Tansu
-under-reports the end offsets of batched partitions (streams/topic_reader.py).
+under-reports the end offsets of batched partitions (streams/topic_reader.py). The broker is
+the session's (LOOPGUARD_TEST_BROKER); workers get only the settings it needs beyond a user's
+defaults (`worker_settings`).
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from streams.broker import EmbeddedBroker, create_topics
+from streams.broker import create_topics
 from streams.topic_reader import TopicRecord, read_topic_records
 from tests.chaos.fleet import WireEvent, is_tool_event
+from tests.integration.conftest import SessionBroker, worker_settings
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
 PARTITIONS = 4
@@ -42,10 +45,11 @@ Record = TopicRecord  # one record read back from a topic
 class Cluster:
     """One scenario's world: its own topics and consumer group on a broker, and its workers."""
 
-    broker: EmbeddedBroker
+    broker: SessionBroker
     tmp: Path
     tag: str = "chaos"
     extra_settings: dict[str, object] = field(default_factory=dict)
+    input_topic_configs: dict[str, str] = field(default_factory=dict)  # e.g. max.message.bytes
     ends: dict[tuple[str, int], int] = field(default_factory=dict)  # (topic, p) -> end offset
     produced: int = 0
     workers: WorkerLauncher = field(init=False)
@@ -70,7 +74,7 @@ class Cluster:
             "app_id": self.app_id,
             "data_dir": self.tmp / "data",
             "policy_file": policy,
-            "recovery_consistency_check": "false",  # Tansu under-reports end offsets
+            **worker_settings(self.broker),
             **self.extra_settings,
         }
         self.workers = WorkerLauncher(settings, self.tmp)
@@ -88,7 +92,8 @@ class Cluster:
     async def create_topics(self) -> None:
         """Create the input and output topics (the worker creates them too; either is fine)."""
         names = [self.tool_calls, self.compactions, self.control, self.dead_letter]
-        await create_topics(self.bootstrap, names, PARTITIONS)
+        configs = {name: self.input_topic_configs for name in self.inputs}
+        await create_topics(self.bootstrap, names, PARTITIONS, configs=configs)
 
     def topic_of(self, event: WireEvent) -> str:
         """The input topic an event goes to."""
@@ -119,16 +124,28 @@ class Cluster:
         finally:
             await producer.stop()
 
-    async def committed(self) -> dict[tuple[str, int], int]:
-        """The worker group's committed offsets, (topic, partition) -> offset."""
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
-        await admin.start()
-        try:
-            # Name the partitions: Tansu's answer for "all partitions" does not decode.
-            tps = [TopicPartition(t, p) for t in self.inputs for p in range(PARTITIONS)]
-            offsets = await admin.list_consumer_group_offsets(self.app_id, partitions=tps)
-        finally:
-            await admin.close()
+    async def committed(self, deadline: float = 30.0) -> dict[tuple[str, int], int]:
+        """The worker group's committed offsets, (topic, partition) -> offset.
+
+        Retriable errors are retried until `deadline`: Kafka answers "coordinator not
+        available" while it loads a group's offsets partition (first use, after a restart).
+        """
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline
+        # Name the partitions: Tansu's answer for "all partitions" does not decode.
+        tps = [TopicPartition(t, p) for t in self.inputs for p in range(PARTITIONS)]
+        while True:
+            admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
+            try:
+                await admin.start()
+                offsets = await admin.list_consumer_group_offsets(self.app_id, partitions=tps)
+                break
+            except KafkaError as exc:
+                if not exc.retriable or loop.time() >= end:
+                    raise
+            finally:
+                await admin.close()
+            await asyncio.sleep(0.2)
         return {(tp.topic, tp.partition): om.offset for tp, om in offsets.items() if om.offset >= 0}
 
     def behind(self, committed: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
@@ -158,9 +175,20 @@ class Cluster:
         logs = "\n".join(f"--- {w.log.name}\n{w.log_tail(4000)}" for w in self.workers.started)
         pytest.fail(f"committed offsets still behind after {deadline}s: {last}\n{logs}")
 
+    @property
+    def is_exactly_once(self) -> bool:
+        """True when the workers run Faust's transactions (LOOPGUARD_PROCESSING_GUARANTEE)."""
+        return self.workers.settings.get("processing_guarantee") == "exactly_once"
+
     async def read(self, topic: str, timeout_s: float = 60.0, idle_s: float = 1.0) -> list[Record]:
-        """Every record of `topic`, partition by partition, read until it has been quiet."""
-        return await read_topic_records(self.bootstrap, topic, timeout_s, idle_s)
+        """Every record of `topic`, partition by partition, read until it has been quiet.
+
+        With exactly-once, read as a downstream consumer would: `read_committed`.
+        """
+        isolation = "read_committed" if self.is_exactly_once else "read_uncommitted"
+        return await read_topic_records(
+            self.bootstrap, topic, timeout_s, idle_s, isolation_level=isolation
+        )
 
 
 def json_values(records: Iterable[Record]) -> list[Any]:

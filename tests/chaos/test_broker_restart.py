@@ -1,4 +1,5 @@
-"""The broker restarts without its data while a worker runs (the embedded broker's memory store).
+"""The broker restarts without its data while a worker runs (Tansu's memory store; on Kafka,
+a wiped disk).
 
 The worker must notice, say so, and stop with exit code 75 instead of carrying on with offsets
 the broker no longer has; restarted (as a supervisor would), it recreates the topics, drops the
@@ -14,18 +15,18 @@ from pathlib import Path
 import pytest
 
 from config import load_policy
-from streams.broker import EmbeddedBroker
 from streams.broker_watch import EXIT_BROKER_DATA_LOST
 from tests.chaos.drive import run_fleet
 from tests.chaos.fleet import Fleet, Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster
 from tests.chaos.invariants import check
+from tests.integration.conftest import SessionBroker, lose_data, start_broker
 
 
 @pytest.fixture
-def own_broker() -> Iterator[EmbeddedBroker]:
+def own_broker() -> Iterator[SessionBroker]:
     """A broker of this test's own: restarting it must not disturb the session's."""
-    broker = EmbeddedBroker().start()
+    broker = start_broker()
     try:
         yield broker
     finally:
@@ -37,7 +38,7 @@ def _oracle() -> Oracle:
 
 
 async def test_a_broker_that_lost_its_data_stops_the_worker_which_then_recovers(
-    own_broker: EmbeddedBroker, tmp_path: Path
+    own_broker: SessionBroker, tmp_path: Path
 ) -> None:
     cluster = Cluster(own_broker, tmp_path, tag="brk")
     await cluster.create_topics()
@@ -48,7 +49,7 @@ async def test_a_broker_that_lost_its_data_stops_the_worker_which_then_recovers(
         await run_fleet(cluster, before, _oracle(), alive=lambda: [worker])
         produced_before = cluster.produced
 
-        own_broker.restart()  # every topic and offset is gone
+        lose_data(own_broker)  # every topic and offset is gone
         cluster.ends.clear()
         cluster.produced = 0
         code = await worker.wait_exit(deadline=60)

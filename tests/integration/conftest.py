@@ -1,5 +1,9 @@
 """Integration fixtures: one real broker per session, fresh topics and group per test.
 
+The broker is the one `LOOPGUARD_TEST_BROKER` names: `tansu` (default, the embedded Tansu
+of `streams/broker.py`) or `kafka` (Apache Kafka, `streams/embedded/kafka.py`; `make kafka`
+installs its jars). Tansu-only settings come from `worker_settings(kind)`, nowhere else.
+
     async def test_x(broker, topics, kafka):
         await kafka.produce_json(topics.tool_calls, [event], key=lambda e: e["run_id"])
         got = await kafka.consume_until(topics.control, lambda ms: len(ms) >= 1)
@@ -11,20 +15,55 @@ a consumer group on Tansu takes about half its session timeout to join (CONSUMER
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from streams.broker import EmbeddedBroker, create_topics, topic_partitions
+from streams.embedded import KafkaBroker
 
 PARTITIONS = 4
 _HERE = Path(__file__).parent
+
+BrokerKind = Literal["tansu", "kafka"]
+SessionBroker = EmbeddedBroker | KafkaBroker  # what the `broker` fixture yields
+
+
+def broker_kind() -> BrokerKind:
+    """The broker the suites run on: `LOOPGUARD_TEST_BROKER` (`tansu` by default, or `kafka`)."""
+    kind = os.environ.get("LOOPGUARD_TEST_BROKER", "tansu") or "tansu"
+    if kind not in ("tansu", "kafka"):
+        raise pytest.UsageError(f"LOOPGUARD_TEST_BROKER={kind!r}: use tansu or kafka")
+    return "kafka" if kind == "kafka" else "tansu"
+
+
+def start_broker(kind: BrokerKind | None = None) -> SessionBroker:
+    """Start a broker of this kind (the session's by default) on free loopback ports."""
+    return KafkaBroker().start() if (kind or broker_kind()) == "kafka" else EmbeddedBroker().start()
+
+
+def lose_data(broker: SessionBroker) -> None:
+    """Restart `broker` without its data: Tansu always loses it, Kafka here wipes its disk."""
+    if isinstance(broker, KafkaBroker):
+        broker.restart(keep_data=False)
+    else:
+        broker.restart()
+
+
+def worker_settings(broker: SessionBroker) -> dict[str, object]:
+    """LOOPGUARD_* settings a worker needs on this broker beyond the defaults a user gets.
+
+    Tansu under-reports end offsets (streams/end_offsets.py), which trips Faust's recovery
+    consistency check; on Apache Kafka the worker runs with the check on, as users do.
+    """
+    return {"recovery_consistency_check": "false"} if isinstance(broker, EmbeddedBroker) else {}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -148,18 +187,23 @@ class KafkaIO:
         return await self.consume_until(topic, lambda ms: len(ms) >= count, deadline)
 
 
+def pytest_report_header() -> str:
+    """Name the broker the suites run on at the top of the session."""
+    return f"LOOPGUARD_TEST_BROKER: {broker_kind()}"
+
+
 @pytest.fixture(scope="session")
-def broker() -> Iterator[EmbeddedBroker]:
-    """One embedded Tansu broker for the whole session, stopped by PID at the end."""
-    embedded = EmbeddedBroker().start()
+def broker() -> Iterator[SessionBroker]:
+    """One broker (LOOPGUARD_TEST_BROKER) for the whole session, stopped by PID at the end."""
+    started = start_broker()
     try:
-        yield embedded
+        yield started
     finally:
-        embedded.stop()
+        started.stop()
 
 
 @pytest.fixture
-async def topics(broker: EmbeddedBroker) -> TopicSet:
+async def topics(broker: SessionBroker) -> TopicSet:
     """Fresh topics (created explicitly, 4 partitions) and a fresh group id for one test."""
     tag = uuid.uuid4().hex[:10]
     ts = TopicSet(
@@ -174,6 +218,6 @@ async def topics(broker: EmbeddedBroker) -> TopicSet:
 
 
 @pytest.fixture
-def kafka(broker: EmbeddedBroker) -> KafkaIO:
+def kafka(broker: SessionBroker) -> KafkaIO:
     """Produce/consume helpers bound to the session broker."""
     return KafkaIO(broker.bootstrap)

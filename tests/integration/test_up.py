@@ -20,6 +20,8 @@ from typing import IO
 
 import pytest
 
+from tests.integration.conftest import broker_kind
+
 DEADLINE_S = 90.0
 
 
@@ -49,7 +51,8 @@ def test_up_demo_prints_blocks_and_aborts_and_stops_everything_on_signal(
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streams.cli", "up", "--demo", "--runs", "20"],
+        [sys.executable, "-m", "streams.cli", "up", "--demo", "--runs", "20",
+         "--broker", broker_kind()],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
         # A shell starts background jobs with SIGINT ignored, and Python then keeps ignoring
         # it: give `up` a terminal's Ctrl-C whatever launched the test run.
@@ -73,7 +76,7 @@ def test_up_demo_prints_blocks_and_aborts_and_stops_everything_on_signal(
             except queue.Empty:
                 break
             text = "\n".join(seen)
-        pids = [re.search(p, text) for p in (r"worker\s+pid (\d+)", r"in memory, pid (\d+)")]
+        pids = [re.search(p, text) for p in (r"worker\s+pid (\d+)", r"broker\s.*, pid (\d+)\)")]
         children = [int(m.group(1)) for m in pids if m]
         assert "→ block_call" in text, text
         assert "→ abort_run" in text and "compaction_loop_persisted" in text, text

@@ -19,17 +19,16 @@ from aiokafka import AIOKafkaProducer
 
 from config import load_policy
 from detectors import RunState, parse_event, process_event
-from streams.broker import EmbeddedBroker
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
-from .conftest import KafkaIO, Message, TopicSet
+from .conftest import KafkaIO, Message, SessionBroker, TopicSet, worker_settings
 
 POLICY = {"tools": {"loopDetection": {"enabled": True}}}
 
 
 @pytest.fixture
 def start_worker(
-    broker: EmbeddedBroker, topics: TopicSet, tmp_path: Path
+    broker: SessionBroker, topics: TopicSet, tmp_path: Path
 ) -> Iterator[Callable[..., WorkerProcess]]:
     """Start this test's worker with extra LOOPGUARD_* settings; stopped by PID afterwards."""
     policy = tmp_path / "openclaw.json"
@@ -45,7 +44,7 @@ def start_worker(
             "app_id": topics.group_id,
             "data_dir": tmp_path / "data",
             "policy_file": policy,
-            "recovery_consistency_check": "false",
+            **worker_settings(broker),
         },
         tmp_path,
     )

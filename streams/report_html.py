@@ -35,6 +35,14 @@ def _card(metric: str, value: object, label: str) -> str:
     return f'<div class="card">{value_html}<span>{escape(label)}</span></div>'
 
 
+def _nice_step(raw: float) -> float:
+    """1, 2 or 5 times a power of ten, at least `raw`: tick steps a reader can add up."""
+    power = 1.0
+    while power * 10 <= raw:
+        power *= 10
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
 def _scatter(stopped: list[dict[str, Any]]) -> str:
     """First-stop call number, current (x) vs candidate (y); one-sided runs on the edges."""
     size, pad = 420, 46
@@ -66,8 +74,9 @@ def _scatter(stopped: list[dict[str, Any]]) -> str:
         )
     end = xy(top)
     ticks = []
-    for i in range(6):
-        v = top * i / 5
+    step = _nice_step(top / 6)
+    for i in range(int(top // step) + 1):
+        v = i * step
         ticks.append(
             f'<text x="{xy(v):.1f}" y="{size - pad + 16}" text-anchor="middle">{v:.0f}</text>'
             f'<text x="{pad - 6}" y="{yy(v) + 4:.1f}" text-anchor="end">{v:.0f}</text>'

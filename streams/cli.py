@@ -227,7 +227,12 @@ def _add_semantics(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     common = _Parser(add_help=False)
-    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    common.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="on failure, show the traceback instead of one line",
+    )
     p = _Parser(prog="loopguard", description=__doc__, parents=[common])
     sub = p.add_subparsers(dest="command", required=True)
 

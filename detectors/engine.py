@@ -1,13 +1,28 @@
-"""The decision order of SPEC §6 and warning-bucket publication of SPEC §7.3."""
+"""The decision order of each semantics profile (docs/semantics.md) and warning publication.
+
+configurable: SPEC §6. openclaw-2026.9: the same rules over 2026.9's counts (vetoes count, exec
+failures keep their identity), its two changed messages, argument churn as rule 8, and the
+argument-churn liveness signal on poll and ping-pong warnings.
+"""
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 from detectors.history import repeat_counts
-from detectors.rules import circuit_breaker, generic_repeat, known_poll, ping_pong, unknown_tool
+from detectors.profiles import OPENCLAW_2026_9
+from detectors.rules import (
+    argument_churn,
+    circuit_breaker,
+    generic_repeat,
+    known_poll,
+    ping_pong,
+    unknown_tool,
+)
 from detectors.state import RunState
-from detectors.values import Thresholds, ToolCall, Verdict
+from detectors.streaks import no_progress_2026_9, recent_count
+from detectors.values import Record, Thresholds, ToolCall, Verdict
 
 BUCKET_SIZE = 10  # fixed by SPEC §7.3, whatever warningThreshold is
 MAX_BUCKET_KEYS = 256
@@ -18,6 +33,8 @@ def detect(state: RunState, call: ToolCall, th: Thresholds) -> Verdict | None:
     if not th.enabled:
         return None
     history = state.history
+    if th.semantics == OPENCLAW_2026_9:
+        return _detect_2026_9(history, call, th)
     verdict = unknown_tool.check(history, call, th)
     if verdict is not None:
         return verdict
@@ -34,6 +51,45 @@ def detect(state: RunState, call: ToolCall, th: Thresholds) -> Verdict | None:
     if verdict is not None or is_poll:
         return verdict
     return generic_repeat.check(call, streak, latest, recent, th)
+
+
+def _detect_2026_9(history: list[Record], call: ToolCall, th: Thresholds) -> Verdict | None:
+    """OpenClaw 2026.9's decision order (docs/semantics.md, "Decision order")."""
+    verdict = unknown_tool.check(history, call, th)
+    if verdict is not None:
+        return verdict
+    tool, ahash = call.tool, call.args_hash
+    streak, latest = no_progress_2026_9(history, tool, ahash)
+    churn, variants = argument_churn.churn(history, tool, ahash)
+    liveness = argument_churn.LIVENESS_SIGNAL if churn >= th.warning_threshold else None
+    verdict = circuit_breaker.check(call, streak, latest, th)
+    if verdict is not None:
+        return replace(verdict, message=circuit_breaker.message_2026_9(tool, streak))
+    is_poll = known_poll.is_known_poll(call)
+    if is_poll:
+        verdict = known_poll.check(call, streak, latest, th)
+        if verdict is not None:
+            return _with_liveness(verdict, liveness)
+    verdict = ping_pong.check(history, call, th)
+    if verdict is not None:
+        return _with_liveness(verdict, liveness)
+    if not is_poll:
+        # Rule 7 alone: a zero recent count keeps generic_repeat from warning here.
+        verdict = generic_repeat.check(call, streak, latest, 0, th)
+        if verdict is not None:
+            return replace(verdict, message=generic_repeat.message_2026_9(tool, streak))
+    verdict = argument_churn.check(call, churn, variants, th)
+    if verdict is not None:
+        return replace(verdict, liveness_signal=argument_churn.LIVENESS_SIGNAL)
+    if is_poll:
+        return None
+    return generic_repeat.check(call, 0, latest, recent_count(history, tool, ahash), th)
+
+
+def _with_liveness(verdict: Verdict, liveness: str | None) -> Verdict:
+    if verdict.level != "warning" or liveness is None:
+        return verdict
+    return replace(verdict, liveness_signal=liveness)
 
 
 def bucket_key(warning_key: str) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 
 from detectors.hashing import outcome_unknown_tool_name, result_hash
+from detectors.history_2026_9 import record_facts
+from detectors.profiles import OPENCLAW_2026_9
 from detectors.state import RunState
 from detectors.values import Outcome, Record, Thresholds, ToolCall
 
@@ -35,6 +37,8 @@ def record_outcome(
     event_id: str | None = None,
 ) -> Record | None:
     """Attach an outcome to its pending record (or append a completed one); None if unhashable."""
+    if th.semantics == OPENCLAW_2026_9:
+        return record_facts(state, call, outcome, th, seq, event_id)
     rhash = result_hash(call.tool, call.args, outcome, th.channel_tools)
     if rhash is None:
         return None

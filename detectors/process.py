@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
 from detectors.compaction_guard import arm_guard, late_outcomes, observe_guard
 from detectors.engine import detect, publish_warning
 from detectors.events import TOOL_EVENTS, Event, parse_event
 from detectors.history import record_call, record_outcome
+from detectors.history_2026_9 import record_veto
+from detectors.outcome_facts import retool_2026_9
+from detectors.profiles import OPENCLAW_2026_9
 from detectors.state import LifeKind, RunState
 from detectors.values import JSON, GuardAbort, Thresholds, ToolCall, Verdict
 
@@ -64,6 +67,8 @@ def process_event(
     ev = event if isinstance(event, Event) else parse_event(event)
     if is_duplicate(state, ev):
         return []
+    if th.semantics == OPENCLAW_2026_9:
+        ev = _retool(ev)
     if ev.type in TOOL_EVENTS:
         out = _release_held(state, th, before=ev.seq)
         _begin(state)
@@ -79,6 +84,17 @@ def process_event(
         state.held.append((ev.seq, kind))
         out = []
     return out + _release_ready(state, th)
+
+
+def _retool(ev: Event) -> Event:
+    """The event with its tool named as OpenClaw 2026.9's runner names it (`cron`)."""
+    call = ev.call
+    if call is None or retool_2026_9(call.tool) == call.tool:
+        return ev
+    tool = retool_2026_9(call.tool)
+    digest = call.args_hash.partition(":")[2]
+    renamed = ToolCall(tool, call.args, call.tool_call_id, f"{tool}:{digest}", call.action)
+    return replace(ev, call=renamed)
 
 
 def _name_agent(state: RunState, ev: Event) -> None:
@@ -147,7 +163,7 @@ def _on_late_life(state: RunState, ev: Event, kind: LifeKind, th: Thresholds) ->
         if abort is not None:
             # Attributed to the result that completed the window, as in seq order.
             eid = record.event_id if record.event_id is not None else f"seq:{record.seq}"
-            return _abort(state, Trigger(ev.run_id, eid, record.seq), abort)
+            return _abort(state, Trigger(ev.run_id, eid, record.seq), abort, th)
         if state.guard_remaining <= 0:
             break
     return []
@@ -164,11 +180,13 @@ def _on_call(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
         record_call(state, call, th, ev.seq)
     elif verdict.level == "critical":
         decision = "block"
-        out += _block(state, trigger, call, verdict)
+        out += _block(state, trigger, call, verdict, th)
+        if th.semantics == OPENCLAW_2026_9:
+            record_veto(state, call, th, ev.seq, ev.event_id)
     else:
         decision = "warn"
         published = publish_warning(state, verdict.warning_key, verdict.count)
-        out.append(_loop_event(state, trigger, call.tool, verdict, published))
+        out.append(_loop_event(state, trigger, call.tool, verdict, published, th))
         record_call(state, call, th, ev.seq)
     if ev.want_verdict:
         vid = decision_id(ev.run_id, ev.event_id, "verdict")
@@ -191,7 +209,9 @@ def _on_result(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
     if record is None:
         return []
     abort = observe_guard(state, record, th)
-    return [] if abort is None else _abort(state, Trigger(ev.run_id, ev.event_id, ev.seq), abort)
+    if abort is None:
+        return []
+    return _abort(state, Trigger(ev.run_id, ev.event_id, ev.seq), abort, th)
 
 
 def _end(state: RunState, seq: int) -> None:
@@ -221,8 +241,13 @@ def _loop_event(
     tool: str,
     v: Verdict | GuardAbort,
     published: bool,
+    th: Thresholds,
 ) -> Decision:
-    """The loop_event for a verdict (warn / block) or a guard abort."""
+    """The loop_event for a verdict (warn / block) or a guard abort.
+
+    The openclaw-2026.9 profile adds its name and the verdict's liveness signal before `id`
+    (the configurable profile's payload stays as it always was: docs/semantics.md).
+    """
     did = decision_id(ev.run_id, ev.event_id, "loop_event")
     if isinstance(v, Verdict):
         level, action = v.level, "block" if v.level == "critical" else "warn"
@@ -244,8 +269,11 @@ def _loop_event(
         "paired_tool": paired,
         "published": published,
         "agent_id": state.agent_id,
-        "id": did,
     }
+    if th.semantics == OPENCLAW_2026_9:
+        payload["semantics"] = th.semantics
+        payload["liveness_signal"] = v.liveness_signal if isinstance(v, Verdict) else None
+    payload["id"] = did
     return Decision("loop_event", did, ev.run_id, payload)
 
 
@@ -264,7 +292,9 @@ def _command(ev: Trigger, command: str, fields: dict[str, JSON]) -> Decision:
     return Decision("command", cid, ev.run_id, payload)
 
 
-def _block(state: RunState, ev: Trigger, call: ToolCall, v: Verdict) -> list[Decision]:
+def _block(
+    state: RunState, ev: Trigger, call: ToolCall, v: Verdict, th: Thresholds
+) -> list[Decision]:
     fields: dict[str, JSON] = {
         "tool_call_id": call.tool_call_id,
         "tool": call.tool,
@@ -272,14 +302,14 @@ def _block(state: RunState, ev: Trigger, call: ToolCall, v: Verdict) -> list[Dec
         "count": v.count,
         "reason": v.message,
     }
-    return [_loop_event(state, ev, call.tool, v, True), _command(ev, "block_call", fields)]
+    return [_loop_event(state, ev, call.tool, v, True, th), _command(ev, "block_call", fields)]
 
 
-def _abort(state: RunState, ev: Trigger, a: GuardAbort) -> list[Decision]:
+def _abort(state: RunState, ev: Trigger, a: GuardAbort, th: Thresholds) -> list[Decision]:
     fields: dict[str, JSON] = {
         "detector": a.detector,
         "count": a.count,
         "tool": a.tool,
         "reason": a.message,
     }
-    return [_loop_event(state, ev, a.tool, a, True), _command(ev, "abort_run", fields)]
+    return [_loop_event(state, ev, a.tool, a, True, th), _command(ev, "abort_run", fields)]

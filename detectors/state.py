@@ -3,7 +3,9 @@
 The serialised form interns every tool name and hash in one table and writes 64-hex-digit
 digests as base64 of their raw bytes, so a 30-record looping run stays near 1 KB. The
 round-trip is exact: `RunState.from_json(s.to_json()) == s`, dict order included. Format 2
-added the records' result event ids and the held life events; format 1 still loads.
+added the records' result event ids and the held life events; format 1 still loads. A row's
+eighth cell holds the openclaw-2026.9 outcome facts, only when a record has some, so states
+of the configurable profile are written exactly as before.
 """
 
 from __future__ import annotations
@@ -72,12 +74,17 @@ class RunState:
                 r.seq - prev_seq,  # delta-coded: seqs grow without bound, gaps stay small
             ]
             tcid = r.tool_call_id if r.result_hash is None else None
-            if r.event_id is not None or tcid is not None or r.unknown_tool_name is not None:
+            facts = _facts_cell(r, ref)
+            unknown = r.unknown_tool_name is not None
+            more = facts is not None
+            if more or r.event_id is not None or tcid is not None or unknown:
                 row.append(_event_ref(r.event_id, r.seq, ref))
-            if tcid is not None or r.unknown_tool_name is not None:
+            if more or tcid is not None or unknown:
                 row.append(tcid)
-            if r.unknown_tool_name is not None:
+            if more or unknown:
                 row.append(r.unknown_tool_name)
+            if facts is not None:
+                row.append(facts)
             prev_seq = r.seq
             rows.append(row)
         doc: dict[str, Any] = {"v": FORMAT_VERSION}
@@ -123,7 +130,12 @@ class RunState:
                 tcid = row[4 + extra] if len(row) > 4 + extra else None
                 unk = row[5 + extra] if len(row) > 5 + extra else None
                 result = None if r < 0 else table[r]
-                history.append(Record(table[t], table[a], tcid, result, unk, seq, eid))
+                kind, identity, no_progress = _facts(row[7] if len(row) > 7 else None, table)
+                history.append(
+                    Record(
+                        table[t], table[a], tcid, result, unk, seq, eid, kind, identity, no_progress
+                    )
+                )
             remaining, gseq, obs = doc.get("g", [0, None, []])
             marks = doc.get("s", [None] * 5)
             tool_seq, life_seq, ended_seq, stamp = marks[:4]
@@ -144,6 +156,26 @@ class RunState:
             )
         except (AttributeError, TypeError, ValueError, IndexError) as e:
             raise InvalidState(f"corrupt RunState: {e}") from e
+
+
+# The 2026.9 facts cell: [flags, failure identity ref or -1]; flags 1 no progress, 2 veto,
+# 4 terminal exec failure.
+_KIND_FLAGS = {"tool-loop-veto": 2, "terminal-exec-failure": 4}
+_FLAG_KINDS = {flag: kind for kind, flag in _KIND_FLAGS.items()}
+
+
+def _facts_cell(r: Record, ref: Callable[[str], int]) -> list[int] | None:
+    if r.outcome_kind is None and r.failure_identity is None and not r.no_progress:
+        return None
+    flags = (1 if r.no_progress else 0) | _KIND_FLAGS.get(r.outcome_kind or "", 0)
+    return [flags, -1 if r.failure_identity is None else ref(r.failure_identity)]
+
+
+def _facts(cell: list[int] | None, table: list[str]) -> tuple[str | None, str | None, bool]:
+    if cell is None:
+        return None, None, False
+    flags, identity = cell
+    return _FLAG_KINDS.get(flags & 6), None if identity < 0 else table[identity], bool(flags & 1)
 
 
 def _event_ref(event_id: str | None, seq: int, ref: Callable[[str], int]) -> int | str | None:

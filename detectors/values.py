@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Final, Literal, TypeAlias
 
+from detectors.profiles import CONFIGURABLE, Semantics
+
 JSON: TypeAlias = bool | int | float | str | list["JSON"] | dict[str, "JSON"] | None
 
 
@@ -62,6 +64,7 @@ class Thresholds:
     post_compaction_guard: bool = True  # on unless the policy's `enabled` is exactly false
     post_compaction_window_size: int = 3
     channel_tools: frozenset[str] = frozenset({"telegram"})
+    semantics: Semantics = CONFIGURABLE  # which OpenClaw release's rules decide
 
 
 # ToolCall, Outcome and Record are made for every call on the hot path; frozen dataclasses
@@ -151,6 +154,11 @@ class Record:
     unknown_tool_name: str | None = None
     seq: int = 0
     event_id: str | None = None
+    # The openclaw-2026.9 profile's outcome facts (detectors/outcome_facts.py); defaults in the
+    # configurable profile. A veto record also keeps its tool_call_id, to know the block's echo.
+    outcome_kind: str | None = None  # "tool-loop-veto" | "terminal-exec-failure"
+    failure_identity: str | None = None
+    no_progress: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +171,7 @@ class Verdict:
     message: str
     warning_key: str
     paired_tool: str | None = None
+    liveness_signal: str | None = None  # openclaw-2026.9: "argument_churn" on some warnings
 
 
 @dataclass(frozen=True, slots=True)

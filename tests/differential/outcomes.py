@@ -61,13 +61,13 @@ def marked(rng: random.Random, body: str, escapes: int = 0, well_formed: bool = 
     )
 
 
-def volatile_text(rng: random.Random, stable: str) -> str:
+def volatile_text(rng: random.Random, stable: str, layouts: int = 24) -> str:
     """Stable text with volatile pieces (and near misses) whose values change on every call.
 
-    Which pieces appear, and where, depends only on `stable`, so two failures of one cause
-    differ only in their volatile values.
+    Which pieces appear, and where, is one of a few layouts per `stable` text, so failures of
+    one cause often differ only in their volatile values.
     """
-    layout = random.Random(stable)
+    layout = random.Random(f"{stable}/{rng.randrange(layouts)}")
     parts = [stable]
     for _ in range(layout.randint(1, 4)):
         pool = VOLATILE if layout.random() < 0.75 else NEAR_MISSES
@@ -144,6 +144,16 @@ def exec_result(rng: random.Random, stable: str) -> dict[str, Any]:
     if kind == 5:
         return text_result(stable, status="", exitCode=1)
     return text_result(stable, status="completed", exitCode=0, aggregated=stable)
+
+
+def failing_exec(rng: random.Random, stable: str) -> dict[str, Any]:
+    """Mostly a terminal exec failure of one cause with volatile output, now and then not."""
+    if rng.random() < 0.08:
+        return exec_result(rng, stable)
+    output = volatile_text(rng, stable, layouts=1)
+    return text_result(
+        "", status="failed", exitCode=1, aggregated=output, durationMs=rng.randint(1, 900)
+    )
 
 
 def random_outcome(rng: random.Random) -> dict[str, Any]:

@@ -13,7 +13,12 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tests.differential.outcomes import exec_result, fetched_page, text_result, veto_result
+from tests.differential.outcomes import (
+    failing_exec,
+    fetched_page,
+    text_result,
+    veto_result,
+)
 
 Event = dict[str, Any]
 Outcome = dict[str, Any]  # {"result": …} or {"error": …}
@@ -53,7 +58,7 @@ def ping_pong(rng: random.Random) -> Iterator[Call]:
     first = ("read", {"path": "/a"})
     second = rng.choice([("list", {"dir": "/w"}), ("read", {"path": "/b"})])
     changing = rng.random() < 0.25
-    for i in range(rng.randint(12, 30)):
+    for i in range(rng.randint(14, 34)):
         tool, args = first if i % 2 == 0 else second
         text = f"v{i}" if changing and i % 2 else "stable"
         yield tool, args, _same({"result": text_result(text)})
@@ -85,12 +90,19 @@ def churn(rng: random.Random) -> Iterator[Call]:
 
 
 def exec_failures(rng: random.Random) -> Iterator[Call]:
-    """exec failing for one cause under changing commands, with volatile output."""
+    """exec failing for one cause under changing commands, with volatile output.
+
+    Commands come in stretches (a few tries of one, then another), so the terminal-failure
+    walk meets both long runs across commands and a return to the current command.
+    """
     cause = rng.choice(["npm ERR! missing script: build", "error TS2304: Cannot find name"])
     commands = [f"npm run build{s}" for s in rng.sample(["", " --x", " -w", ":ci"], 3)]
-    for _ in range(rng.randint(10, 40)):
-        command = rng.choice(commands) if rng.random() < 0.8 else commands[0]
-        yield "exec", {"command": command}, lambda r, c=cause: {"result": exec_result(r, c)}
+    left = rng.randint(8, 45)
+    while left > 0:
+        command = rng.choice(commands)
+        for _ in range(min(left, rng.randint(1, 22))):
+            left -= 1
+            yield "exec", {"command": command}, lambda r, c=cause: {"result": failing_exec(r, c)}
 
 
 def approvals(rng: random.Random) -> Iterator[Call]:
@@ -133,19 +145,22 @@ def noise(rng: random.Random) -> Iterator[Call]:
 SCENARIOS = [repeat, poll, ping_pong, unknown, churn, exec_failures, approvals, fetches, noise]
 
 
-def generate_run(rng: random.Random, run_id: str, blocked: Callable[[Event], bool]) -> list[Event]:
-    """One run: a few scenarios in a row, results as a runtime would send them."""
+def generate_run(rng: random.Random, run_id: str, decide: Callable[[Event], bool]) -> list[Event]:
+    """One run: a few scenarios in a row, results as a runtime would send them.
+
+    `decide` sees every event as it is emitted and says whether a tool_call was blocked.
+    """
     events: list[Event] = []
     seq = 0
     call_no = 0
     held: list[Event] = []  # results a runtime sends later (overlapping calls)
 
-    def emit(event: Event) -> Event:
+    def emit(event: Event) -> bool:
         nonlocal seq
         seq += 1
         event.update(run_id=run_id, seq=seq, event_id=f"{run_id}:{seq}")
         events.append(event)
-        return event
+        return decide(event)
 
     def flush() -> None:
         while held:
@@ -155,9 +170,9 @@ def generate_run(rng: random.Random, run_id: str, blocked: Callable[[Event], boo
         for tool, args, outcome_of in scenario(rng):
             call_no += 1
             tcid = f"call-{call_no}" if rng.random() < 0.9 else None
-            call = emit({"type": "tool_call", "tool": tool, "args": args, "tool_call_id": tcid})
+            call = {"type": "tool_call", "tool": tool, "args": args, "tool_call_id": tcid}
             result = {"type": "tool_result", "tool": tool, "args": args, "tool_call_id": tcid}
-            if blocked(call):
+            if emit(call):
                 flush()
                 roll = rng.random()
                 if roll < 0.3:
@@ -173,14 +188,8 @@ def generate_run(rng: random.Random, run_id: str, blocked: Callable[[Event], boo
                 flush()
             if rng.random() < 0.02:
                 # A veto the runtime made itself (a rejected sibling in an assistant batch).
-                emit(
-                    {
-                        "type": "tool_result",
-                        "tool": tool,
-                        "args": args,
-                        "tool_call_id": f"sibling-{call_no}",
-                        "result": veto_result(),
-                    }
-                )
+                sibling = {"type": "tool_result", "tool": tool, "args": args}
+                sibling.update(tool_call_id=f"sibling-{call_no}", result=veto_result())
+                emit(sibling)
         flush()
     return events

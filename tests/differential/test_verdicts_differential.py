@@ -1,0 +1,93 @@
+"""The openclaw-2026.9 profile decides generated runs exactly as the published OpenClaw does.
+
+Every run goes through OpenClaw's detector under Node (driver.mjs: detectToolCallLoop, then
+recordToolCall, or for a block the veto record; results through recordToolCallOutcome) and
+through LoopGuard's process_event with the 2026.9 profile. For every tool_call both must
+agree: no verdict, or the same level, detector, count, message, warning key, paired tool,
+liveness signal and publication.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from detectors import RunState, Thresholds, process_event
+from tests.differential.streams import generate_run
+
+TH = Thresholds(enabled=True, semantics="openclaw-2026.9", channel_tools=frozenset())
+SEEDS = [11, 12, 13, 14]
+RUNS_PER_SEED = 60
+
+
+def _verdict(payload: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "level": payload["level"],
+        "detector": payload["detector"],
+        "count": payload["count"],
+        "message": payload["message"],
+        "warning_key": payload["warning_key"],
+        "paired_tool": payload["paired_tool"],
+        "liveness_signal": payload["liveness_signal"],
+        "published": payload["published"],
+    }
+
+
+def _decide(state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
+    """LoopGuard's loop events for one event (the 2026.9 profile names itself in each)."""
+    events = [d.payload for d in process_event(state, event, TH) if d.kind == "loop_event"]
+    assert all(p["semantics"] == "openclaw-2026.9" for p in events)
+    return events
+
+
+def _generate(seed: int) -> list[list[dict[str, Any]]]:
+    """Runs shaped by LoopGuard's live decisions (blocked calls get no or a veto result)."""
+    rng = random.Random(seed)
+    runs = []
+    for n in range(RUNS_PER_SEED):
+        state = RunState()
+
+        def blocked(event: dict[str, Any], state: RunState = state) -> bool:
+            return any(p["action"] == "block" for p in _decide(state, event))
+
+        runs.append(generate_run(rng, f"s{seed}-r{n}", blocked))
+    return runs
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed-{s}" for s in SEEDS])
+def test_every_verdict_agrees_with_openclaw(openclaw, seed: int) -> None:
+    runs = _generate(seed)
+    # LoopGuard decides each finished run afresh (the oracle only shaped the runs).
+    ours: list[list[dict[str, Any] | None]] = []
+    for events in runs:
+        state = RunState()
+        row: list[dict[str, Any] | None] = []
+        for event in events:
+            loop_events = _decide(state, event)
+            row.append(_verdict(loop_events[0]) if loop_events else None)
+        ours.append(row)
+    request = {
+        "mode": "verdicts",
+        "streams": [{"run_id": e[0]["run_id"], "events": e} for e in runs],
+    }
+    theirs = openclaw(request)["streams"]
+    for events, mine, other in zip(runs, ours, theirs, strict=True):
+        for event, a, b in zip(events, mine, other, strict=True):
+            assert (event["event_id"], a) == (event["event_id"], b)
+    # The runs exercise every 2026.9 behaviour and the older rules.
+    seen = Counter((v["detector"], v["level"]) for row in theirs for v in row if v is not None)
+    for wanted in [
+        ("generic_repeat", "warning"),
+        ("generic_repeat", "critical"),
+        ("global_circuit_breaker", "critical"),
+        ("known_poll_no_progress", "warning"),
+        ("known_poll_no_progress", "critical"),
+        ("ping_pong", "warning"),
+        ("ping_pong", "critical"),
+        ("unknown_tool_repeat", "critical"),
+        ("argument_churn", "warning"),
+    ]:
+        assert seen[wanted] > 0, (wanted, seen)

@@ -10,7 +10,16 @@ from detectors.errors import DetectorError, InvalidEvent, InvalidState
 from detectors.events import Event, parse_event
 from detectors.hashing import args_hash, canonical_json, normalize_tool, result_hash
 from detectors.history import record_call, record_outcome
+from detectors.outcome_facts import OutcomeFacts, outcome_facts
 from detectors.process import Decision, effective_agent, is_duplicate, process_event
+from detectors.profiles import (
+    CONFIGURABLE,
+    OPENCLAW_2026_9,
+    SEMANTICS,
+    Semantics,
+    UnknownSemantics,
+    parse_semantics,
+)
 from detectors.state import RunState
 from detectors.values import (
     JSON,
@@ -24,7 +33,10 @@ from detectors.values import (
 )
 
 __all__ = [
+    "CONFIGURABLE",
     "JSON",
+    "OPENCLAW_2026_9",
+    "SEMANTICS",
     "UNDEFINED",
     "Decision",
     "DetectorError",
@@ -33,10 +45,13 @@ __all__ = [
     "InvalidEvent",
     "InvalidState",
     "Outcome",
+    "OutcomeFacts",
     "Record",
     "RunState",
+    "Semantics",
     "Thresholds",
     "ToolCall",
+    "UnknownSemantics",
     "Verdict",
     "args_hash",
     "arm_guard",
@@ -46,7 +61,9 @@ __all__ = [
     "is_duplicate",
     "normalize_tool",
     "observe_guard",
+    "outcome_facts",
     "parse_event",
+    "parse_semantics",
     "process_event",
     "record_call",
     "record_outcome",

@@ -27,6 +27,14 @@ DOCUMENTED = {
     "arm_guard",
     "observe_guard",
     "process_event",
+    # semantics profiles (docs/semantics.md)
+    "Semantics",
+    "SEMANTICS",
+    "CONFIGURABLE",
+    "OPENCLAW_2026_9",
+    "parse_semantics",
+    "OutcomeFacts",
+    "outcome_facts",
 }
 
 

@@ -105,6 +105,7 @@ def _resolve(
             guards, lambda g: g.window_size, _DEFAULTS.post_compaction_window_size
         ),
         channel_tools=channel_tools,
+        semantics=semantics,
     )
 
 

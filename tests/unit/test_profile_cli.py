@@ -54,3 +54,31 @@ def test_an_unknown_semantics_profile_is_a_usage_error(command: str, capsys) -> 
         argv += ["--candidate", "x.json"]
     assert main(argv) == 2
     assert "openclaw-2026.9" in capsys.readouterr().err
+
+
+def _replay(tmp_path: Path, capsys, *flags: str) -> list[dict[str, object]]:
+    trace = Path(__file__).parents[1] / "data" / "traces" / "openclaw-P1-r5.jsonl"
+    policy = tmp_path / "policy.json5"
+    policy.write_text("{tools: {loopDetection: {enabled: true}}}")
+    assert main(["replay", str(trace), "--policy", str(policy), "--quiet", *flags]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_replay_semantics_picks_the_profile_and_each_loop_event_names_it(
+    tmp_path: Path, capsys
+) -> None:
+    default = [d for d in _replay(tmp_path, capsys) if d["type"] == "loop_event"]
+    current = [
+        d for d in _replay(tmp_path, capsys, "--semantics", "openclaw-2026.9")
+        if d["type"] == "loop_event"
+    ]  # fmt: skip
+    assert all("semantics" not in d for d in default)
+    assert {d["semantics"] for d in current} == {"openclaw-2026.9"}
+    first = next(d for d in current if d["level"] == "critical")
+    assert first["message"] == (
+        "CRITICAL: Called read with identical outcomes 20 times. "
+        "Session execution blocked to prevent runaway loops."
+    )
+    # Veto records take window slots beside the trace's exec calls: no breaker in 2026.9.
+    assert {d["detector"] for d in default} > {d["detector"] for d in current}

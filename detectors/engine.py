@@ -8,6 +8,7 @@ argument-churn liveness signal on poll and ping-pong warnings.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import replace
 
 from detectors.history import repeat_counts
@@ -60,8 +61,13 @@ def _detect_2026_9(history: list[Record], call: ToolCall, th: Thresholds) -> Ver
         return verdict
     tool, ahash = call.tool, call.args_hash
     streak, latest = no_progress_2026_9(history, tool, ahash)
-    churn, variants = argument_churn.churn(history, tool, ahash)
-    liveness = argument_churn.LIVENESS_SIGNAL if churn >= th.warning_threshold else None
+    churned: list[tuple[int, int]] = []  # argument churn, walked only once a rule reads it
+
+    def churn() -> tuple[int, int]:
+        if not churned:
+            churned.append(argument_churn.churn(history, tool, ahash))
+        return churned[0]
+
     verdict = circuit_breaker.check(call, streak, latest, th)
     if verdict is not None:
         return replace(verdict, message=circuit_breaker.message_2026_9(tool, streak))
@@ -69,16 +75,16 @@ def _detect_2026_9(history: list[Record], call: ToolCall, th: Thresholds) -> Ver
     if is_poll:
         verdict = known_poll.check(call, streak, latest, th)
         if verdict is not None:
-            return _with_liveness(verdict, liveness)
+            return _with_liveness(verdict, churn, th)
     verdict = ping_pong.check(history, call, th)
     if verdict is not None:
-        return _with_liveness(verdict, liveness)
+        return _with_liveness(verdict, churn, th)
     if not is_poll:
         # Rule 7 alone: a zero recent count keeps generic_repeat from warning here.
         verdict = generic_repeat.check(call, streak, latest, 0, th)
         if verdict is not None:
             return replace(verdict, message=generic_repeat.message_2026_9(tool, streak))
-    verdict = argument_churn.check(call, churn, variants, th)
+    verdict = argument_churn.check(call, *churn(), th)
     if verdict is not None:
         return replace(verdict, liveness_signal=argument_churn.LIVENESS_SIGNAL)
     if is_poll:
@@ -86,10 +92,13 @@ def _detect_2026_9(history: list[Record], call: ToolCall, th: Thresholds) -> Ver
     return generic_repeat.check(call, 0, latest, recent_count(history, tool, ahash), th)
 
 
-def _with_liveness(verdict: Verdict, liveness: str | None) -> Verdict:
-    if verdict.level != "warning" or liveness is None:
+def _with_liveness(
+    verdict: Verdict, churn: Callable[[], tuple[int, int]], th: Thresholds
+) -> Verdict:
+    """A warning carries the argument-churn liveness signal when churn is at the threshold."""
+    if verdict.level != "warning" or churn()[0] < th.warning_threshold:
         return verdict
-    return replace(verdict, liveness_signal=liveness)
+    return replace(verdict, liveness_signal=argument_churn.LIVENESS_SIGNAL)
 
 
 def bucket_key(warning_key: str) -> str:

@@ -3,8 +3,12 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SHELL := /bin/bash
+# Tests that start Apache Kafka brokers of their own: they run once, in the Kafka pass.
+KAFKA_ONLY := tests/integration/test_kafka_broker.py tests/chaos/test_kafka_faults.py
 
-.PHONY: install run demo test lint typecheck unit bench bench-quick bench-memory clean
+.PHONY: install run demo test test-tansu test-kafka preflight prometheus kafka lint typecheck \
+	unit bench bench-quick bench-memory clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -17,6 +21,20 @@ install: $(STAMP)  ## virtualenv with loopguard[dev]
 run: $(STAMP)  ## embedded broker + worker + demo fleet (Ctrl-C stops everything)
 	$(BIN)/loopguard up --demo
 
+# What the suites need besides the virtualenv: fail at once, in one line, on what is missing.
+preflight:
+	@command -v java >/dev/null 2>&1 || { echo "make test: install Java 17+ (Debian: apt-get install openjdk-17-jre-headless maven): the suites also run on Apache Kafka" >&2; exit 1; }
+	@command -v mvn >/dev/null 2>&1 || ls $${XDG_CACHE_HOME:-$$HOME/.cache}/loopguard/kafka-*/.complete >/dev/null 2>&1 || { echo "make test: install Maven (Debian: apt-get install maven): it fetches the Apache Kafka jars" >&2; exit 1; }
+	@{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; } || { echo "make test: install Prometheus (promtool and prometheus on PATH; Debian: apt-get install prometheus)" >&2; exit 1; }
+
+prometheus:  ## Debian's prometheus (promtool + server, for the deploy tests) when missing
+	@{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || { \
+	  export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && \
+	  apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
+kafka: $(STAMP)  ## the Apache Kafka broker's jars (deploy/kafka/pom.xml) into ~/.cache/loopguard
+	@$(BIN)/python -m streams.embedded kafka
+
 lint: $(STAMP)  ## ruff lint + format check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -27,22 +45,10 @@ typecheck: $(STAMP)  ## mypy --strict on the engine and config
 unit: $(STAMP)  ## tests that need no broker
 	$(BIN)/pytest -q tests/unit tests/property tests/golden
 
-test: lint typecheck  ## everything CI runs: lint, types, all tests (starts its own broker)
-	$(BIN)/pytest -q
+test-tansu: $(STAMP)  ## every test, the broker ones on the embedded Tansu
+	time $(BIN)/pytest -q --durations=15 $(addprefix --ignore=,$(KAFKA_ONLY))
 
-bench: $(STAMP)  ## workloads E, P (+ direct prototype), L of BENCH.md (~11 min)
-	$(BIN)/python bench/engine.py
-	$(BIN)/python bench/pipeline.py
-	$(BIN)/python bench/latency.py
+test-kafka: kafka  ## the integration and chaos suites on Apache Kafka (and the Kafka-only tests)
+	time LOOPGUARD_TEST_BROKER=kafka $(BIN)/pytest -q --durations=15 tests/integration tests/chaos
 
-bench-memory: $(STAMP)  ## RSS per active run at 10,000 runs (~3 min)
-	$(BIN)/python bench/memory.py
-
-bench-quick: $(STAMP)  ## all four, small (smoke figures, under 2 minutes)
-	$(BIN)/python bench/engine.py --quick
-	$(BIN)/python bench/pipeline.py --quick
-	$(BIN)/python bench/latency.py --quick
-	$(BIN)/python bench/memory.py --quick
-
-clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+test: preflight prometheus kafka lint typecheck test-tansu test-kafka  ## everything CI runs

@@ -253,6 +253,7 @@ class KafkaBroker:
             )
         if self._dir is None:
             self._dir = Path(tempfile.mkdtemp(prefix="loopguard-kafka-"))
+        self._dir.mkdir(parents=True, exist_ok=True)
         if self._port is None:
             self._port = free_port()
         if self._controller_port is None:

@@ -144,9 +144,12 @@ class Replayer:
 
     def observe_time(self, obj: object) -> int | None:
         """Advance stream time with a decoded line's `ts` (every decodable line counts)."""
-        if self.idle_ttl_ms is None:
+        if self.idle_ttl_ms is None or type(obj) is not dict:
             return None
-        ts = event_time_ms(obj.get("ts")) if isinstance(obj, dict) else None
+        raw_ts = obj.get("ts")
+        if raw_ts is None:  # the common case in fleets that do not stamp events: no parsing
+            return self.stream_ms
+        ts = event_time_ms(raw_ts)
         if ts is not None and (self.stream_ms is None or ts > self.stream_ms):
             self.stream_ms = ts
         return self.stream_ms
@@ -162,13 +165,18 @@ class Replayer:
 
     def feed_event(self, ev: Event) -> list[Decision]:
         """Process one parsed event (its line's time already observed)."""
-        state = self.state_for(ev)
-        self.stats.events += 1
+        stats = self.stats
+        stats.events += 1
+        state = self.states.get(ev.run_id)
+        if state is None or self.idle_ttl_ms is not None:
+            state = self.state_for(ev)
         if is_duplicate(state, ev):
-            self.stats.duplicates += 1
+            stats.duplicates += 1
             return []
-        out = process_event(state, ev, self.thresholds(effective_agent(state, ev)))
-        self.stats.decisions += len(out)
+        agent = effective_agent(state, ev)
+        th = self._th.get(agent)
+        out = process_event(state, ev, th if th is not None else self.thresholds(agent))
+        stats.decisions += len(out)
         return out
 
     def feed(self, obj: object) -> list[Decision]:

@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, NamedTuple
 
 from config import Policy
 from detectors import Decision
@@ -40,8 +40,7 @@ class ReplaySpec:
     max_line_bytes: int = 1_048_576
 
 
-@dataclass(frozen=True, slots=True)
-class LineOutput:
+class LineOutput(NamedTuple):
     """What one input line produced: rendered decisions, or its rejection."""
 
     pos: int
@@ -84,10 +83,10 @@ def _outputs(
         if now is not None:
             replayer.stream_ms = now
         got = decode(pos, raw)
-        if isinstance(got, Rejected):
+        if type(got) is Rejected:
             yield LineOutput(pos, b"", got)
             continue
-        out = feed(got)
+        out = feed(got)  # type: ignore[arg-type]  # not a Rejected: an Event
         if out:
             yield LineOutput(pos, b"".join([render(d) for d in out]))
 

@@ -1,9 +1,10 @@
 """Every file under deploy/ is of a known kind and parses: YAML (multi-document too), JSON,
-JSON5; Markdown and the Dockerfile are read by their own tests."""
+JSON5, XML (the Kafka Maven project); Markdown and the Dockerfile are read by their own tests."""
 
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import json5
@@ -16,7 +17,18 @@ FILES = sorted(
     path for path in DEPLOY.rglob("*") if path.is_file() and "__pycache__" not in path.parts
 )
 YAML = [path for path in FILES if path.suffix in {".yml", ".yaml"}]
-KNOWN_SUFFIXES = {".yml", ".yaml", ".json", ".json5", ".md", ".py", ".sh", ".dockerignore", ""}
+KNOWN_SUFFIXES = {
+    ".yml",
+    ".yaml",
+    ".json",
+    ".json5",
+    ".md",
+    ".py",
+    ".sh",
+    ".dockerignore",
+    ".xml",
+    "",
+}
 
 
 def relative(path: Path) -> str:
@@ -61,3 +73,8 @@ def test_every_json_file_parses(path: Path) -> None:
 @pytest.mark.parametrize("path", [p for p in FILES if p.suffix == ".json5"], ids=relative)
 def test_every_json5_file_parses(path: Path) -> None:
     assert isinstance(json5.loads(path.read_text(encoding="utf-8")), dict)
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if p.suffix == ".xml"], ids=relative)
+def test_every_xml_file_parses(path: Path) -> None:
+    assert ET.parse(path).getroot().tag.endswith("project")

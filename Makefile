@@ -52,3 +52,24 @@ test-kafka: kafka  ## the integration and chaos suites on Apache Kafka (and the 
 	time LOOPGUARD_TEST_BROKER=kafka $(BIN)/pytest -q --durations=15 tests/integration tests/chaos
 
 test: preflight prometheus kafka lint typecheck test-tansu test-kafka  ## everything CI runs
+
+bench: kafka  ## E; P and L on Tansu and on Apache Kafka (P on Kafka also exactly-once)
+	$(BIN)/python bench/engine.py
+	$(BIN)/python bench/pipeline.py
+	$(BIN)/python bench/pipeline.py --broker kafka --exactly-once
+	$(BIN)/python bench/latency.py
+	$(BIN)/python bench/latency.py --broker kafka
+
+bench-memory: $(STAMP)  ## RSS per active run at 10,000 runs (~3 min)
+	$(BIN)/python bench/memory.py
+
+bench-quick: kafka  ## all of them, small (smoke figures, not for planning)
+	$(BIN)/python bench/engine.py --quick
+	$(BIN)/python bench/pipeline.py --quick
+	$(BIN)/python bench/pipeline.py --quick --broker kafka --exactly-once
+	$(BIN)/python bench/latency.py --quick
+	$(BIN)/python bench/latency.py --quick --broker kafka
+	$(BIN)/python bench/memory.py --quick
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -3,12 +3,14 @@
     python bench/latency.py            # 1,000 calls/s; 10 s warm-up + 3 x 60 s per side
     python bench/latency.py --quick    # 2 s warm-up + 2 x 5 s per side
     python bench/latency.py --fetch-max-wait-ms 0,5,20,100   # sweep the worker's setting
+    python bench/latency.py --broker kafka                   # on Apache Kafka
 
-Starts the bundled broker on 127.0.0.1, a worker (subprocess, LOOPGUARD_FETCH_MAX_WAIT_MS as
-given) and, as the same-run baseline, a plain aiokafka echo relay (subprocess: consume ->
-produce the value unchanged, same fetch max-wait). A paced producer sends `tool_call` events
-with `want_verdict: true` (run = i mod 1000); a group-less consumer on the output topic matches
-answers by tool_call_id. Both children are stopped by PID. One JSON line per figure.
+Starts the broker (`--broker`: embedded Tansu, or Apache Kafka) on 127.0.0.1, a worker
+(subprocess, LOOPGUARD_FETCH_MAX_WAIT_MS as given) and, as the same-run baseline, a plain
+aiokafka echo relay (subprocess: consume -> produce the value unchanged, same fetch
+max-wait). A paced producer sends `tool_call` events with `want_verdict: true` (run = i mod
+1000); a group-less consumer on the output topic matches answers by tool_call_id. Both
+children are stopped by PID. One JSON line per figure.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from streams.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
+from bench.brokers import add_broker_argument, bench_broker, worker_env  # noqa: E402
+from streams.broker import create_topics, free_port  # noqa: E402
 from streams.processes import stop_process  # noqa: E402
 
 PARTITIONS = 4
@@ -212,7 +215,7 @@ async def _bench(args: argparse.Namespace, workdir: Path) -> None:
     for wait in waits:
         w = await _one_side(args, "worker", wait, policy, warmup, window, runs, workdir)
         r = await _one_side(args, "relay", wait, policy, warmup, window, runs, workdir)
-        _report(wait, w, r)
+        _report(wait, w, r, args.broker)
 
 
 async def _one_side(
@@ -220,7 +223,7 @@ async def _one_side(
     window: float, runs: int, workdir: Path,
 ) -> list[list[float]]:  # fmt: skip
     """One side on its own fresh broker (Tansu slows down as its memory store fills)."""
-    with EmbeddedBroker(log_dir=workdir) as broker:
+    with bench_broker(args.broker, workdir / f"{side}{wait}") as broker:
         tag = f"l{wait}"
         names = [f"{tag}.{n}" for n in ("tool-calls", "compactions", "control", "dead")]
         relay_in, relay_out = f"{tag}.relay-in", f"{tag}.relay-out"
@@ -232,7 +235,7 @@ async def _one_side(
             LOOPGUARD_TOPIC_DEAD_LETTER=names[3], LOOPGUARD_APP_ID=f"lat{tag}",
             LOOPGUARD_DATA_DIR=str(workdir / "data"), LOOPGUARD_WEB_PORT=str(free_port()),
             LOOPGUARD_POLICY_FILE=str(policy), LOOPGUARD_FETCH_MAX_WAIT_MS=str(wait),
-            LOOPGUARD_RECOVERY_CONSISTENCY_CHECK="false", LOOPGUARD_LOG_LEVEL="warning",
+            LOOPGUARD_LOG_LEVEL="warning", **worker_env(broker),
         )  # fmt: skip
         if side == "worker":
             cmd = [sys.executable, "-m", "streams.main", "worker"]
@@ -247,7 +250,7 @@ async def _one_side(
         )  # fmt: skip
 
 
-def _report(wait: int, w: list[list[float]], r: list[list[float]]) -> None:
+def _report(wait: int, w: list[list[float]], r: list[list[float]], broker: str) -> None:
     """Per-window lines on stderr, one JSON line per figure on stdout."""
     for i, (wl, rl) in enumerate(zip(w, r, strict=True)):
         print(
@@ -257,7 +260,7 @@ def _report(wait: int, w: list[list[float]], r: list[list[float]]) -> None:
             f"(lost {_lost([rl])[0]})",
             file=sys.stderr,
         )
-    lost = {"lost_per_run": _lost(w), "baseline_lost_per_run": _lost(r)}
+    lost = {"lost_per_run": _lost(w), "baseline_lost_per_run": _lost(r), "broker": broker}
     for fig, q in (("verdict_p50_ms", 0.5), ("verdict_p99_ms", 0.99)):
         print(_figure(fig, wait, [_pct(x, q) for x in w], [_pct(x, q) for x in r], **lost))
     print(_figure("verdict_max_ms", wait, [max(x) for x in w], [max(x) for x in r], **lost))
@@ -296,6 +299,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0, help="length of a measured window")
     ap.add_argument("--fetch-max-wait-ms", default="5", help="worker and relay; comma list")
     ap.add_argument("--echo-relay", nargs=4, metavar=("BOOTSTRAP", "IN", "OUT", "WAIT_MS"))
+    add_broker_argument(ap)
     args = ap.parse_args()
     if args.echo_relay:
         bootstrap, source, sink, wait = args.echo_relay

@@ -4,9 +4,11 @@
     python bench/pipeline.py --quick    # 20,000 events, 1 warm-up + 2 runs
     python bench/pipeline.py --profile /tmp/worker.prof   # also cProfile one worker run
     python bench/pipeline.py --floor    # also Faust's floor: the worker with an empty agent
+    python bench/pipeline.py --broker kafka --exactly-once   # Apache Kafka; + exactly-once
 
-Starts the bundled broker on 127.0.0.1, pre-fills the input topic once (4 partitions), then
-alternates baseline relays and workers (each worker on a fresh consumer group and changelog).
+Starts the broker (`--broker`: embedded Tansu, or Apache Kafka) on 127.0.0.1, pre-fills the
+input topic once (4 partitions), then alternates baseline relays and workers (each worker on
+a fresh consumer group and changelog).
 Worker events/s runs from the first event to the last one counted on its /metrics (polled
 every 50 ms); changelog bytes are read after the worker stopped. One JSON line per figure.
 """
@@ -33,9 +35,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.brokers import Broker, add_broker_argument, bench_broker, worker_env  # noqa: E402
 from bench.direct import direct_worker  # noqa: E402
 from bench.faust_floor import MODES as FLOOR_MODES  # noqa: E402
-from streams.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
+from streams.broker import create_topics, free_port  # noqa: E402
 from streams.processes import stop_process  # noqa: E402
 
 PARTITIONS = 4
@@ -176,7 +179,7 @@ async def changelog_stats(bootstrap: str, topic: str) -> tuple[int, int, int, in
 
 
 async def run_worker(
-    broker: EmbeddedBroker,
+    broker: Broker,
     source: str,
     tag: str,
     total: int,
@@ -205,7 +208,7 @@ async def run_worker(
         LOOPGUARD_DATA_DIR=str(workdir / "data"),
         LOOPGUARD_WEB_PORT=str(port),
         LOOPGUARD_POLICY_FILE=str(policy),
-        LOOPGUARD_RECOVERY_CONSISTENCY_CHECK="false",
+        **worker_env(broker),
     )
     env.update(extra_env)
     prof = ["-m", "cProfile", "-o", profile] if profile else []
@@ -282,6 +285,11 @@ async def main() -> None:
         "--worker-env", action="append", default=[], metavar="NAME=VALUE",
         help="extra LOOPGUARD_* setting for the worker (repeatable)",
     )  # fmt: skip
+    ap.add_argument(
+        "--exactly-once", action="store_true",
+        help="also run the worker with LOOPGUARD_PROCESSING_GUARANTEE=exactly_once (Kafka)",
+    )  # fmt: skip
+    add_broker_argument(ap)
     args = ap.parse_args()
     calls = 10_000 if args.quick else 100_000
     runs = args.runs or (2 if args.quick else 3)
@@ -303,7 +311,7 @@ async def _bench(
 ) -> None:
     """Start the broker, pre-fill, alternate relay and worker runs, print the figures."""
     total = len(records)
-    with EmbeddedBroker(log_dir=workdir) as broker:
+    with bench_broker(args.broker, workdir) as broker:
         source = "bench.tool-calls"
         names = [source, f"{source}.compactions", f"{source}.control", f"{source}.dead-letter"]
         await create_topics(broker.bootstrap, [*names, "bench.relay"], PARTITIONS)
@@ -314,6 +322,8 @@ async def _bench(
         bytes_per_event: list[float] = []
         direct_rates: list[float] = []
         direct_bytes: list[float] = []
+        eos_rates: list[float] = []
+        eos_env = {**extra_env, "LOOPGUARD_PROCESSING_GUARANTEE": "exactly_once"}
         floors: dict[str, list[float]] = {mode: [] for mode in FLOOR_MODES} if args.floor else {}
         for i in range(runs + 1):  # run 0 is the warm-up
             rate = await relay(broker.bootstrap, source, "bench.relay", total)
@@ -331,6 +341,13 @@ async def _bench(
                 f"B/event (direct {d_bytes:.0f})",
                 file=sys.stderr,
             )
+            if args.exactly_once:
+                e_rate, _ = await run_worker(
+                    broker, source, f"eos{i}", total, workdir, None, eos_env
+                )
+                print(f"# run {i}: worker, exactly-once {e_rate:,.0f} ev/s", file=sys.stderr)
+                if i:
+                    eos_rates.append(e_rate)
             for mode, rates in floors.items():
                 f_rate, _ = await run_worker(
                     broker, source, f"{mode}{i}", total, workdir, None, extra_env, floor=mode
@@ -347,12 +364,21 @@ async def _bench(
         if args.profile:  # an extra, unmeasured run: cProfile slows the worker ~3x
             await run_worker(broker, source, "prof", total, workdir, args.profile, extra_env)
             print(f"# profile written to {args.profile}", file=sys.stderr)
-        print(_figure("worker_events_per_s", worker_rates, relay_rates, events=total))
-        print(_figure("changelog_bytes_per_event", bytes_per_event, None, events=total))
-        print(_figure("direct_events_per_s", direct_rates, relay_rates, events=total))
-        print(_figure("direct_changelog_bytes_per_event", direct_bytes, None, events=total))
+        on = {"events": total, "broker": args.broker}
+        print(_figure("worker_events_per_s", worker_rates, relay_rates, **on))
+        print(_figure("changelog_bytes_per_event", bytes_per_event, None, **on))
+        print(_figure("direct_events_per_s", direct_rates, relay_rates, **on))
+        print(_figure("direct_changelog_bytes_per_event", direct_bytes, None, **on))
+        if eos_rates:
+            vs = round(statistics.median(eos_rates) / statistics.median(worker_rates), 3)
+            print(
+                _figure(
+                    "worker_exactly_once_events_per_s", eos_rates, relay_rates,
+                    ratio_to_at_least_once=vs, **on,
+                )
+            )  # fmt: skip
         for mode, rates in floors.items():
-            print(_figure(f"faust_floor_{mode}_events_per_s", rates, relay_rates, events=total))
+            print(_figure(f"faust_floor_{mode}_events_per_s", rates, relay_rates, **on))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ _BROKER_SCHEMES = ("kafka", "aiokafka")
 
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 Store = Literal["rocksdb://", "memory://"]
+ProcessingGuarantee = Literal["at_least_once", "exactly_once"]
 
 
 class Settings(BaseSettings):
@@ -52,6 +53,8 @@ class Settings(BaseSettings):
     heartbeat_ms: int = Field(default=1_000, ge=100, le=60_000)
     rebalance_timeout_ms: int = Field(default=6_000, ge=1_000, le=600_000)
     recovery_consistency_check: bool = True
+    # Faust's guarantee; exactly_once needs broker transactions (Apache Kafka; Tansu has none).
+    processing_guarantee: ProcessingGuarantee = "at_least_once"
 
     # Run-state table.
     store: Store = "rocksdb://"

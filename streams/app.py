@@ -63,6 +63,10 @@ class _TunedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         app = self.app
         if not isinstance(app, LoopGuardApp) or not app.bootstrap_servers:
             return reported
+        if app.in_transaction:
+            # Faust reports the last stable offset here; reading on past it would count the
+            # records of open transactions. Tansu has no transactions, so nothing to probe.
+            return reported
         return await probe_end_offsets(app.bootstrap_servers, reported)
 
 
@@ -173,7 +177,7 @@ def build_app(settings: Settings, metrics: Metrics) -> Wiring:
         broker_heartbeat_interval=settings.heartbeat_ms / 1000,
         broker_rebalance_timeout=settings.rebalance_timeout_ms / 1000,
         recovery_consistency_check=settings.recovery_consistency_check,
-        processing_guarantee="at_least_once",  # Tansu has no transactions for exactly_once
+        processing_guarantee=settings.processing_guarantee,  # exactly_once: Kafka only
         web_in_thread=False,
         # Table changelog and dead letters share produce requests (decisions bypass linger:
         # streams/outbox.py); batches large enough for one agent batch's decisions.

@@ -22,8 +22,9 @@ from streams.app import Wiring, build_app, changelog_topic
 from streams.broker_wait import BrokerUnreachable, retry_until_reachable
 from streams.broker_watch import EXIT_BROKER_DATA_LOST, BrokerWatch, discard_orphaned_state
 from streams.cli_errors import EXIT_BROKER_UNREACHABLE
+from streams.exactly_once import TransactionalOutbox
 from streams.metrics import Metrics
-from streams.outbox import BatchOutbox
+from streams.outbox import BatchOutbox, Outbox
 
 __all__ = ["TopicSetupError", "assemble", "ensure_topics", "run_worker"]
 
@@ -116,7 +117,13 @@ def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring
     metrics = metrics if metrics is not None else Metrics()
     settings.worker_data_dir.mkdir(parents=True, exist_ok=True)
     wiring = build_app(settings, metrics)
-    outbox = BatchOutbox(wiring.app, settings.topic_control, settings.partitions)
+    # Exactly-once: decisions go through Faust's transactional producers at the checkpoint
+    # (streams/exactly_once.py); BatchOutbox writes to the plain producer, outside them.
+    outbox: Outbox = (
+        TransactionalOutbox(wiring)
+        if settings.processing_guarantee == "exactly_once"
+        else BatchOutbox(wiring.app, settings.topic_control, settings.partitions)
+    )
     processor = RunProcessor(wiring, settings, _policy(settings), metrics, outbox)
     install_agent(wiring, processor, settings)
     return wiring, processor

@@ -19,7 +19,7 @@ from typing import Any
 from config import Policy
 from config.settings import Settings
 from streams.app import Wiring
-from streams.faust_internals import TableStore
+from streams.faust_internals import TableStore, drain_producer_buffer, size_producer_buffer
 from streams.metrics import Metrics
 from streams.outbox import FaustOutbox, Outbox
 from streams.processing import DriverLimits, RunDriver
@@ -92,11 +92,9 @@ class RunProcessor:
                 return
             await self._outbox.wait_delivered()
             self.checkpoint()
-            # Table writes queue in Faust's producer buffer, whose own flush gives up after
-            # 0.1 s without a send; drain it fully so no offset is committed ahead of its state.
-            buffer = self._w.app.producer.buffer
-            while buffer.size:
-                await buffer.flush()
+            # Table writes queue in Faust's producer buffer: drained fully, so no offset is
+            # committed ahead of its state.
+            await drain_producer_buffer(self._w.app)
 
     def checkpoint(self) -> None:
         """Write each changed run's state to the table, then evict the idle ones from memory."""
@@ -117,7 +115,7 @@ def install_agent(wiring: Wiring, processor: RunProcessor, settings: Settings) -
     app.before_commit.append(processor.before_commit)
     # A checkpoint queues one changelog record per changed run (~1,000 on workload P) at once;
     # with Faust's default (100) the conductor would stop delivering input until they drain.
-    app.producer.buffer.max_messages = max(10_000, 4 * settings.batch_max_events)
+    size_producer_buffer(app, max(10_000, 4 * settings.batch_max_events))
 
     @app.agent(wiring.inputs, name="loopguard-detect", concurrency=1)
     async def detect(stream: Any) -> None:

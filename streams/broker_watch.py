@@ -27,6 +27,8 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
+from streams.faust_internals import committed_offsets
+
 __all__ = [
     "EXIT_BROKER_DATA_LOST",
     "MARKER",
@@ -66,13 +68,12 @@ class BrokerWatch:
         """One comparison; on a loss, log it, leave the marker and crash the app (exit 75)."""
         if self.lost is not None:
             return
-        consumer = self._app.consumer
         # Faust's own record of what it committed (private; see the module docstring). Faust
         # forgets a partition's entry when the partition is revoked, and a rejoin after the
         # broker restart revokes them all, so the highest offsets seen are remembered here.
         # Committed offsets only grow, whichever worker commits them, so they stay valid.
         mine = self._committed
-        for tp, off in list(consumer._committed_offset.items()):
+        for tp, off in committed_offsets(self._app).items():
             if off and tp.topic in self._topics and off > mine.get(tp, 0):
                 mine[tp] = off
         if not mine:

@@ -46,7 +46,7 @@ async def probe_end_offsets(
     )
     await consumer.start()
     try:
-        by_key = {TopicPartition(tp.topic, tp.partition): tp for tp in tps}
+        by_key = {TopicPartition(tp[0], tp[1]): tp for tp in tps}  # (topic, partition)
         consumer.assign(list(by_key))
         for key, tp in by_key.items():
             consumer.seek(key, int(ends[tp] or 0))

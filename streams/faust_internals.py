@@ -1,5 +1,22 @@
-"""Faust internals LoopGuard relies on, in one place (one module, one job: the Faust seams).
+"""Faust internals LoopGuard relies on, in one place: every private Faust (and aiokafka-inside-
+Faust) name the worker touches is here, with why and the upstream issue where there is one.
+faust-streaming is pinned to the minor release these are proven on (pyproject.toml), and
+tests/unit/test_layers.py fails if another module reaches for a private Faust name.
 
+- Consumer fetch wait: Faust builds the worker's AIOKafkaConsumer with `fetch_max_wait_ms`
+  hard-coded to 1500 (faust/transport/drivers/aiokafka.py; no setting, no upstream issue
+  found). Tansu holds every fetch for about half of it: ~400 ms on each verdict.
+- Table recovery end offsets: Tansu under-reports the end of batched partitions, so Faust's
+  recovery stopped early (streams/end_offsets.py probes past it).
+- Seek with the flow stopped: faust-streaming/faust #596 (a race in recovery leaves gaps in
+  acked offsets and blocks committing), #216 (recovery resumes fetching before seeking).
+- Gap bookkeeping: faust-streaming/faust #606 (wrong offset commit in case of gaps).
+- Commit hook: Faust has no public "before commit" hook; every commit path ends in
+  `force_commit`, which we wrap.
+- Producer: the started AIOKafkaProducer (`_ensure_producer`) and its buffer, for batches we
+  build ourselves (streams/outbox.py) and a full drain before a commit.
+- Committed offsets: Faust's own record (`_committed_offset`), read by streams/broker_watch.py.
+- Worker spinner: at WARN and above Faust keeps a spinner and sets the root logger to DEBUG.
 - Table routing: a Faust table picks the partition of a read or write from the *current
   event* (`faust.streams._current_event`, a context variable), and offers no public way to
   name the partition. The worker reads and writes run states outside Faust's per-event stream
@@ -11,11 +28,25 @@
 from __future__ import annotations
 
 import weakref
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiokafka
+import faust
 from faust.streams import _current_event
+from faust.transport.drivers import aiokafka as faust_aiokafka
 
-__all__ = ["TableStore"]
+from streams.end_offsets import probe_end_offsets
+
+__all__ = [
+    "LoopGuardApp",
+    "QuietWorker",
+    "TableStore",
+    "committed_offsets",
+    "drain_producer_buffer",
+    "size_producer_buffer",
+    "started_producer",
+]
 
 
 class TableStore:
@@ -55,3 +86,143 @@ class TableStore:
                 del self._table[key]
         finally:
             _current_event.reset(token)
+
+
+class _TunedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    """Faust's aiokafka consumer thread with a configurable fetch max-wait.
+
+    We let Faust build the consumer exactly as usual and only replace `fetch_max_wait_ms`
+    before the consumer starts (aiokafka hands it to its Fetcher in `start()`).
+    """
+
+    def _create_worker_consumer(
+        self, transport: faust_aiokafka.Transport
+    ) -> aiokafka.AIOKafkaConsumer:
+        consumer = super()._create_worker_consumer(transport)
+        app = self.app
+        if isinstance(app, LoopGuardApp):
+            consumer._fetch_max_wait_ms = app.fetch_max_wait_ms  # read by start(): see docstring
+        return consumer
+
+    async def _highwaters(self, partitions: list[Any]) -> Any:
+        """End offsets for table recovery, probed past what the broker reports.
+
+        Tansu under-reports the end of batched partitions, so Faust's recovery stopped early
+        and workers resumed with stale run states (streams/end_offsets.py; tests/chaos).
+        """
+        reported = await super()._highwaters(partitions)
+        app = self.app
+        if not isinstance(app, LoopGuardApp) or not app.bootstrap_servers:
+            return reported
+        if app.in_transaction:
+            # Faust reports the last stable offset here; reading on past it would count the
+            # records of open transactions. Tansu has no transactions, so nothing to probe.
+            return reported
+        return await probe_end_offsets(app.bootstrap_servers, reported)
+
+
+class _TunedConsumer(faust_aiokafka.Consumer):
+    """Faust's aiokafka consumer, using the tuned consumer thread and a pre-commit hook."""
+
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return _TunedConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
+        """Run the app's `before_commit` hooks, then commit (every commit path ends here).
+
+        The agent persists run states in these hooks; offsets acked so far are picked after
+        they return, without an await in between, so none is committed ahead of its state.
+        """
+        app = self.app
+        if isinstance(app, LoopGuardApp):
+            for hook in app.before_commit:
+                await hook()
+        return bool(await super().force_commit(topics, start_new_transaction=start_new_transaction))
+
+    async def perform_seek(self) -> None:
+        """Seek to the committed offsets with the flow stopped, so no fetch straddles the seek.
+
+        Faust's recovery resumes the fetcher before it seeks the stream partitions. Records
+        fetched before the seek kept flowing while it ran; the seek then rewound Faust's read
+        offsets under them, its gap detector took the next record for a hole in the partition,
+        and the phantom gap (which also repeats that record's offset, see `_add_gap`) held
+        the partition's commits to one offset per commit interval: the restarted worker read
+        everything and committed almost nothing (tests/chaos/test_crash.py, graceful
+        restart). With the flow stopped, an in-flight `getmany` stops yielding and the next
+        one waits; what it had fetched is read again from the committed offsets.
+        """
+        was_active = self.flow_active
+        self.stop_flow()
+        try:
+            await super().perform_seek()
+        finally:
+            if was_active:
+                self.resume_flow()
+
+    async def _add_gap(self, tp: Any, offset_from: int, offset_to: int) -> None:
+        """Record a hole in a partition's offsets, without the offset of the record after it.
+
+        Faust calls this with `offset_to` = the offset of the record that follows the hole,
+        and stores `[offset_from, offset_to]` inclusive; that record is then acked as well, so
+        its offset is in the acked list twice and `_new_offset` (which commits up to the first
+        break in a run of consecutive offsets) advances one offset per commit from there on.
+        The hole is `[offset_from, offset_to - 1]`.
+        """
+        await super()._add_gap(tp, offset_from, offset_to - 1)
+
+
+class _TunedTransport(faust_aiokafka.Transport):
+    """Faust's aiokafka transport, building the tuned consumer."""
+
+    Consumer = _TunedConsumer
+
+
+class LoopGuardApp(faust.App):
+    """A Faust app whose worker consumer honours `fetch_max_wait_ms` (set per app, not global)."""
+
+    fetch_max_wait_ms: int = 1500
+    bootstrap_servers: tuple[str, ...] = ()  # for probing true end offsets (end_offsets.py)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Awaited before every offset commit (the agent's state checkpoint).
+        self.before_commit: list[Callable[[], Awaitable[None]]] = []
+
+    def _new_transport(self) -> Any:
+        return _TunedTransport(self.conf.broker_consumer, self)
+
+
+class QuietWorker(faust.Worker):
+    """Faust's worker without the terminal spinner.
+
+    With a log level of WARN or above, Faust keeps a progress spinner and, to feed it, sets
+    the root logger to DEBUG: every library's debug call (aiokafka logs several per produce
+    request) then builds a LogRecord. Without the spinner the configured level applies.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spinner = None
+
+
+def started_producer(app: faust.App) -> aiokafka.AIOKafkaProducer:
+    """The AIOKafkaProducer inside Faust's producer, started (for hand-built batches)."""
+    producer: aiokafka.AIOKafkaProducer = app.producer._ensure_producer()  # type: ignore[attr-defined]  # private (module docstring)
+    return producer
+
+
+def size_producer_buffer(app: faust.App, max_messages: int) -> None:
+    """Let Faust's producer buffer hold `max_messages` before it stops the conductor."""
+    app.producer.buffer.max_messages = max_messages
+
+
+async def drain_producer_buffer(app: faust.App) -> None:
+    """Flush Faust's producer buffer until empty (its own flush gives up after 0.1 s idle)."""
+    buffer = app.producer.buffer
+    while buffer.size:
+        await buffer.flush()
+
+
+def committed_offsets(app: faust.App) -> dict[Any, int]:
+    """Faust's record of the offsets this worker committed, per topic-partition."""
+    return dict(app.consumer._committed_offset)  # type: ignore[attr-defined]  # private (module docstring)

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 from aiokafka.partitioner import murmur2
 
+from streams.faust_internals import started_producer
+
 __all__ = ["BatchOutbox", "FaustOutbox", "Outbox", "OutputLost"]
 
 
@@ -75,7 +77,7 @@ class BatchOutbox:
         del urgent
         if not self._pending:
             return
-        producer = self._app.producer._ensure_producer()  # Faust's started AIOKafkaProducer
+        producer = started_producer(self._app)
         pending, self._pending = self._pending, {}
         for partition, messages in pending.items():
             batch = producer.create_batch()

@@ -10,9 +10,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Iterable
-from typing import Any
 
-import faust
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from config import Policy, load_policy
@@ -23,6 +21,7 @@ from streams.broker_wait import BrokerUnreachable, retry_until_reachable
 from streams.broker_watch import EXIT_BROKER_DATA_LOST, BrokerWatch, discard_orphaned_state
 from streams.cli_errors import EXIT_BROKER_UNREACHABLE
 from streams.exactly_once import TransactionalOutbox
+from streams.faust_internals import QuietWorker
 from streams.metrics import Metrics
 from streams.outbox import BatchOutbox, Outbox
 
@@ -32,19 +31,6 @@ log = logging.getLogger(__name__)
 
 _TOPIC_ALREADY_EXISTS = 36
 BROKER_WATCH_INTERVAL_S = 2.0
-
-
-class _Worker(faust.Worker):
-    """Faust's worker without the terminal spinner.
-
-    With a log level of WARN or above, Faust keeps a progress spinner and, to feed it, sets
-    the root logger to DEBUG: every library's debug call (aiokafka logs several per produce
-    request) then builds a LogRecord. Without the spinner the configured level applies.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.spinner = None
 
 
 class TopicSetupError(RuntimeError):
@@ -147,7 +133,7 @@ def run_worker(settings: Settings) -> int:
         return EXIT_BROKER_UNREACHABLE
     wiring, _ = assemble(settings)
     watch = _install_broker_watch(wiring, settings)
-    worker = _Worker(
+    worker = QuietWorker(
         wiring.app,
         loop=loop,
         loglevel=settings.log_level.upper(),  # never "warn": Faust turns that into debug
@@ -179,7 +165,7 @@ def _install_broker_watch(wiring: Wiring, settings: Settings) -> BrokerWatch:
         settings.worker_data_dir,
     )
 
-    @wiring.app.timer(interval=BROKER_WATCH_INTERVAL_S)
+    @wiring.app.timer(interval=BROKER_WATCH_INTERVAL_S)  # type: ignore[untyped-decorator]  # Faust's timer decorator is untyped
     async def broker_watch() -> None:
         """See streams/broker_watch.py."""
         await watch.check()

@@ -39,8 +39,8 @@ lint: $(STAMP)  ## ruff lint + format check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(STAMP)  ## mypy --strict on the engine and config
-	$(BIN)/mypy detectors config
+typecheck: $(STAMP)  ## mypy --strict on the engine, config and the stream side
+	$(BIN)/mypy detectors config streams
 
 unit: $(STAMP)  ## tests that need no broker
 	$(BIN)/pytest -q tests/unit tests/property tests/golden

@@ -22,6 +22,8 @@ from typing import Annotated, NoReturn
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from detectors.errors import LoopGuardError
+
 
 @dataclass(frozen=True, slots=True)
 class PolicyIssue:
@@ -34,7 +36,7 @@ class PolicyIssue:
         return f"{self.path}: {self.message}" if self.path else self.message
 
 
-class PolicyError(Exception):
+class PolicyError(LoopGuardError):
     """A policy that cannot be used; `issues` lists every problem: global block, then agents."""
 
     def __init__(self, issues: list[PolicyIssue]) -> None:

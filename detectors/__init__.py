@@ -6,7 +6,7 @@ place) and a list of decisions.
 
 from detectors.compaction_guard import arm_guard, observe_guard
 from detectors.engine import detect
-from detectors.errors import DetectorError, InvalidEvent, InvalidState
+from detectors.errors import DetectorError, InvalidEvent, InvalidState, LoopGuardError
 from detectors.events import Event, parse_event
 from detectors.hashing import args_hash, canonical_json, normalize_tool, result_hash
 from detectors.history import record_call, record_outcome
@@ -44,6 +44,7 @@ __all__ = [
     "GuardAbort",
     "InvalidEvent",
     "InvalidState",
+    "LoopGuardError",
     "Outcome",
     "OutcomeFacts",
     "Record",

@@ -1,14 +1,24 @@
-"""The engine's exception tree: one root, raised only for invalid input.
+"""LoopGuard's exception tree: one root for the whole package; the engine's branch here.
 
-DetectorError
-├── InvalidEvent      a wire event that cannot be decided on (bad shape or values)
-└── InvalidState      a serialised RunState that cannot be restored
+LoopGuardError                      every error LoopGuard raises on purpose
+├── DetectorError                   the engine (raised only for invalid input)
+│   ├── InvalidEvent                a wire event that cannot be decided on
+│   ├── InvalidState                a serialised RunState that cannot be restored
+│   ├── NotJSON                     a text JavaScript's JSON.parse refuses too (jsjson.py)
+│   └── UnknownSemantics            a semantics profile name that does not exist (profiles.py)
+├── PolicyError                     an invalid policy, every error with its path (config/)
+└── StreamError                     the stream side: brokers, topics, clients, inputs,
+                                    rejected messages, lost outputs (streams/errors.py)
 """
 
 from __future__ import annotations
 
 
-class DetectorError(Exception):
+class LoopGuardError(Exception):
+    """Root of every error LoopGuard raises on purpose."""
+
+
+class DetectorError(LoopGuardError):
     """Root of every error the engine raises."""
 
 

@@ -17,10 +17,12 @@ from typing import Any
 
 import orjson
 
+from detectors.errors import DetectorError
+
 __all__ = ["NotJSON", "dumps", "loads"]
 
 
-class NotJSON(ValueError):
+class NotJSON(DetectorError, ValueError):
     """A text that JavaScript's `JSON.parse` refuses too."""
 
 

@@ -35,6 +35,7 @@ from typing import Final
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from streams.errors import StreamError
 from streams.processes import stop_process
 
 __all__ = [
@@ -63,7 +64,7 @@ _TANSU_ENV: Final = frozenset(
 _live: set[EmbeddedBroker] = set()  # strong refs: a forgotten broker is still stopped at exit
 
 
-class BrokerError(RuntimeError):
+class BrokerError(StreamError, RuntimeError):
     """The embedded broker cannot be found, started or stopped, or topics cannot be created."""
 
 

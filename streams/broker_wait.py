@@ -14,6 +14,8 @@ from typing import TypeVar
 
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
 
+from streams.errors import StreamError
+
 __all__ = ["BrokerUnreachable", "retry_until_reachable"]
 
 log = logging.getLogger(__name__)
@@ -29,7 +31,7 @@ _CONNECTION_ERRORS = (
 )
 
 
-class BrokerUnreachable(ConnectionError):
+class BrokerUnreachable(StreamError, ConnectionError):
     """No broker answered within the wait; the message names the broker and the last error."""
 
 

@@ -27,6 +27,7 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
+from streams.errors import StreamError
 from streams.faust_internals import committed_offsets
 
 __all__ = [
@@ -45,7 +46,7 @@ EXIT_BROKER_DATA_LOST: Final = 75
 MARKER: Final = "BROKER_DATA_LOST"
 
 
-class BrokerDataLost(RuntimeError):
+class BrokerDataLost(StreamError, RuntimeError):
     """The broker no longer has offsets this worker committed: its data was lost."""
 
 

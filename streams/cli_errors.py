@@ -11,6 +11,8 @@ import errno
 import sys
 from typing import Final
 
+from streams.errors import StreamError
+
 __all__ = [
     "EXIT_BROKER_UNREACHABLE",
     "EXIT_CANNOT_WRITE",
@@ -36,7 +38,7 @@ EXIT_POLICY: Final = 78  # EX_CONFIG: the policy file is missing or invalid
 EXIT_INTERRUPTED: Final = 130  # Ctrl-C (128 + SIGINT)
 
 
-class CliError(Exception):
+class CliError(StreamError):
     """A failure with its one-line message and exit code."""
 
     def __init__(self, message: str, code: int) -> None:

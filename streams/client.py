@@ -30,6 +30,7 @@ from detectors.jsjson import NotJSON, dumps, loads
 from detectors.values import JSON
 from streams.broker import BrokerError, topic_partitions
 from streams.codec import run_key
+from streams.errors import StreamError
 from streams.run_events import MISSING, Missing, RunEvents, WireEvent, utc_now
 
 __all__ = ["ClientError", "RunEvents", "RunHandle", "RuntimeClient", "Topics", "VerdictReply"]
@@ -42,7 +43,7 @@ _MAX_OWNED_RUNS: Final = 100_000
 _MAX_QUEUED: Final = 10_000
 
 
-class ClientError(RuntimeError):
+class ClientError(StreamError, RuntimeError):
     """The runtime client cannot start (missing topics), serialise an event or deliver it."""
 
 

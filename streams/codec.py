@@ -11,11 +11,12 @@ import re
 from typing import Any
 
 from detectors.jsjson import NotJSON, dumps, loads
+from streams.errors import StreamError
 
 __all__ = ["Rejected", "decode_object", "encode", "run_key"]
 
 
-class Rejected(Exception):
+class Rejected(StreamError):
     """A message the worker refuses; `reason` is a short, stable, label-safe code."""
 
     def __init__(self, reason: str, detail: str, run_id: str | None = None) -> None:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, BinaryIO, cast
 
+from streams.errors import StreamError
+
 __all__ = [
     "Bound",
     "FileInput",
@@ -33,7 +35,7 @@ InputItem = tuple[int, bytes]
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-class InputError(Exception):
+class InputError(StreamError):
     """An input that cannot be read: a missing file, a corrupt gzip stream, a bad bound."""
 
 

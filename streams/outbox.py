@@ -14,12 +14,13 @@ from typing import Any, Protocol
 
 from aiokafka.partitioner import murmur2
 
+from streams.errors import StreamError
 from streams.faust_internals import started_producer
 
 __all__ = ["BatchOutbox", "FaustOutbox", "Outbox", "OutputLost"]
 
 
-class OutputLost(RuntimeError):
+class OutputLost(StreamError, RuntimeError):
     """A control message was not delivered; the worker must not commit past it."""
 
 

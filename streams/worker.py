@@ -20,6 +20,7 @@ from streams.app import Wiring, build_app, changelog_topic
 from streams.broker_wait import BrokerUnreachable, retry_until_reachable
 from streams.broker_watch import EXIT_BROKER_DATA_LOST, BrokerWatch, discard_orphaned_state
 from streams.cli_errors import EXIT_BROKER_UNREACHABLE
+from streams.errors import StreamError
 from streams.exactly_once import TransactionalOutbox
 from streams.faust_internals import QuietWorker
 from streams.metrics import Metrics
@@ -33,7 +34,7 @@ _TOPIC_ALREADY_EXISTS = 36
 BROKER_WATCH_INTERVAL_S = 2.0
 
 
-class TopicSetupError(RuntimeError):
+class TopicSetupError(StreamError, RuntimeError):
     """The worker's topics cannot be created or exist with the wrong partition count."""
 
 

@@ -1,0 +1,15 @@
+"""The stream side's branch of LoopGuard's exception tree (drawn in detectors/errors.py).
+
+Each stream error also keeps the built-in base it always had (RuntimeError, ConnectionError),
+so `except RuntimeError` in callers written before the tree still catches it.
+"""
+
+from __future__ import annotations
+
+from detectors.errors import LoopGuardError
+
+__all__ = ["StreamError"]
+
+
+class StreamError(LoopGuardError):
+    """Root of every error the stream side raises on purpose."""

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from config import load_policy
 from detectors import InvalidEvent, parse_event
-from streams.codec import Rejected, decode_object
+from streams.codec import Rejected, decode_object, run_key
 from tests.chaos.fleet import Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster
 from tests.chaos.invariants import decision_id
@@ -146,7 +146,7 @@ def expected_fate(key: bytes | None, value: bytes) -> str | None:
         return exc.reason
     except InvalidEvent as exc:
         return exc.reason
-    if key is None or key != ev.run_id.encode():
+    if key is None or key != run_key(ev.run_id):
         return "key_mismatch"
     return None
 
@@ -180,7 +180,7 @@ async def test_hostile_messages_are_dead_lettered_and_good_ones_decided(
 
     oracle = Oracle(load_policy(POLICY), frozenset({"telegram"}))
     valid = (v for (_, _, v), fate in zip(records, fates, strict=True) if fate is None)
-    oracle.feed(orjson.loads(v) for v in valid)
+    oracle.feed(decode_object(v, MAX_BYTES) for v in valid)  # read as the worker reads them
 
     worker = cluster.workers.start()
     rss: list[int] = []

@@ -117,28 +117,18 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
     return data
 
 
-class EmbeddedBroker:
-    """A Tansu broker child process on 127.0.0.1 with in-memory storage; a sync context manager."""
+class ChildBroker:
+    """What every broker child process LoopGuard starts has: its port, address, PID and stop."""
 
-    def __init__(
-        self,
-        port: int | None = None,
-        *,
-        log_dir: Path | None = None,
-        start_timeout: float = 15.0,
-    ) -> None:
-        self._port = port
-        self._is_port_fixed = port is not None
-        self._start_timeout = start_timeout
-        self._owns_log_dir = log_dir is None
-        self._log_dir = log_dir
-        self._proc: subprocess.Popen[bytes] | None = None
+    _what = "broker"  # how errors name it
+    _port: int | None
+    _proc: subprocess.Popen[bytes] | None
 
     @property
     def port(self) -> int:
-        """The listening port (fixed once the broker first started)."""
+        """The client listener's port (fixed once the broker first started)."""
         if self._port is None:
-            raise BrokerError("the embedded broker has not been started yet")
+            raise BrokerError(f"the {self._what} has not been started yet")
         return self._port
 
     @property
@@ -155,8 +145,39 @@ class EmbeddedBroker:
     def pid(self) -> int:
         """PID of the running broker process."""
         if self._proc is None:
-            raise BrokerError("the embedded broker is not running")
+            raise BrokerError(f"the {self._what} is not running")
         return self._proc.pid
+
+    @property
+    def is_running(self) -> bool:
+        """True while the broker process is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def _terminate(self, timeout: float = 5.0) -> None:
+        """Stop our child by its PID (SIGTERM, SIGKILL after `timeout`) and reap it."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            stop_process(proc, timeout)
+
+
+class EmbeddedBroker(ChildBroker):
+    """A Tansu broker child process on 127.0.0.1 with in-memory storage; a sync context manager."""
+
+    _what = "embedded broker"
+
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        log_dir: Path | None = None,
+        start_timeout: float = 15.0,
+    ) -> None:
+        self._port = port
+        self._is_port_fixed = port is not None
+        self._start_timeout = start_timeout
+        self._owns_log_dir = log_dir is None
+        self._log_dir = log_dir
+        self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def log_path(self) -> Path:
@@ -164,11 +185,6 @@ class EmbeddedBroker:
         if self._log_dir is None:
             raise BrokerError("the embedded broker has not been started yet")
         return self._log_dir / "tansu.log"
-
-    @property
-    def is_running(self) -> bool:
-        """True while the broker process is alive."""
-        return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> EmbeddedBroker:
         """Start the broker and block until it answers Kafka requests (or raise BrokerError)."""
@@ -229,12 +245,6 @@ class EmbeddedBroker:
         except OSError:
             return "(no log)"
         return " | ".join(text.strip().splitlines()[-lines:]) or "(empty log)"
-
-    def _terminate(self, timeout: float = 5.0) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        stop_process(proc, timeout)
 
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM the broker (SIGKILL after `timeout`), wait for it, remove a temp log dir."""

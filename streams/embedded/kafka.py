@@ -26,8 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
-from streams.broker import HOST, BrokerError, free_port, kafka_ready
-from streams.processes import stop_process
+from streams.broker import HOST, BrokerError, ChildBroker, free_port, kafka_ready
 
 __all__ = [
     "KAFKA_VERSION",
@@ -178,8 +177,10 @@ def _log4j_properties(log: Path) -> str:
     )
 
 
-class KafkaBroker:
+class KafkaBroker(ChildBroker):
     """A single-node KRaft Apache Kafka child process on 127.0.0.1; a sync context manager."""
+
+    _what = "Kafka broker"
 
     def __init__(
         self,
@@ -200,30 +201,6 @@ class KafkaBroker:
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
-    def port(self) -> int:
-        """The client listener's port (fixed once the broker first started)."""
-        if self._port is None:
-            raise BrokerError("the Kafka broker has not been started yet")
-        return self._port
-
-    @property
-    def bootstrap(self) -> str:
-        """aiokafka bootstrap servers, `127.0.0.1:PORT`."""
-        return f"{HOST}:{self.port}"
-
-    @property
-    def url(self) -> str:
-        """Broker URL in LOOPGUARD_BROKER form, `kafka://127.0.0.1:PORT`."""
-        return f"kafka://{self.bootstrap}"
-
-    @property
-    def pid(self) -> int:
-        """PID of the running broker JVM."""
-        if self._proc is None:
-            raise BrokerError("the Kafka broker is not running")
-        return self._proc.pid
-
-    @property
     def data_dir(self) -> Path:
         """The broker's directory: config, KRaft metadata and topic logs, its log files."""
         if self._dir is None:
@@ -234,11 +211,6 @@ class KafkaBroker:
     def log_path(self) -> Path:
         """The broker's Log4j log (its JVM's stdout and stderr go to `kafka.out` beside it)."""
         return self.data_dir / "kafka.log"
-
-    @property
-    def is_running(self) -> bool:
-        """True while the broker process is alive."""
-        return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> KafkaBroker:
         """Format the storage (first start only), start the broker, wait until it serves."""
@@ -322,11 +294,6 @@ class KafkaBroker:
                 text += (self.data_dir / name).read_text(errors="replace")
         errors = [ln for ln in text.splitlines() if "ERROR" in ln or "Exception" in ln]
         return " | ".join((errors or text.strip().splitlines())[-lines:]) or "(empty log)"
-
-    def _terminate(self, timeout: float) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            stop_process(proc, timeout)
 
     def kill(self) -> None:
         """SIGKILL the broker (a crash: no controlled shutdown) and reap it; data stays."""

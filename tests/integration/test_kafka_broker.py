@@ -87,7 +87,10 @@ async def _committed(bootstrap: str, group: str, tps: list[TopicPartition]) -> d
 
 
 async def _commit(bootstrap: str, group: str, offsets: dict[TopicPartition, int]) -> None:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+    # No auto-commit: on stop it would commit the consumer's position (the end) over ours.
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False
+    )
     await consumer.start()
     try:
         consumer.assign(list(offsets))  # aiokafka commits only for assigned partitions

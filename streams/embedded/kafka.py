@@ -122,8 +122,12 @@ def has_live_broker(host: str, port: int, timeout: float = 1.0) -> bool:
 
 
 def _cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes in URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A Kafka cluster id: 16 random bytes in URL-safe base64 without padding, not starting
+    with "-" (kafka-storage would take it for an option; Kafka's own random ids avoid it too)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cid.startswith("-"):
+            return cid
 
 
 def _server_properties(port: int, controller_port: int, data: Path) -> str:

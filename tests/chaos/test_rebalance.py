@@ -19,9 +19,8 @@ RUNS = 150
 
 @pytest.mark.xfail(
     broker_kind() == "kafka",
-    reason="known open defect on Apache Kafka: after the partitions return, 14 runs continue "
-    "from a stale state (14 decisions lost, 90 differ) in about half the runs; "
-    "docs/reliability.md, Known problems",
+    reason="known open defect on Apache Kafka: 14 runs end with stale states (14 decisions "
+    "lost, 90 differ) in some runs; docs/reliability.md, Known problems",
     strict=False,
 )
 async def test_a_second_worker_joining_and_leaving_loses_nothing(cluster: Cluster) -> None:

@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Final
+from typing import Final, Self
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -61,7 +61,7 @@ _TANSU_ENV: Final = frozenset(
     {"CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE"}
     | {"SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT"}
 )
-_live: set[EmbeddedBroker] = set()  # strong refs: a forgotten broker is still stopped at exit
+_live: set[ChildBroker] = set()  # strong refs: a forgotten broker is still stopped at exit
 
 
 class BrokerError(StreamError, RuntimeError):
@@ -159,6 +159,32 @@ class ChildBroker:
         if proc is not None:
             stop_process(proc, timeout)
 
+    def start(self) -> Self:
+        """Start the broker and block until it serves (or raise BrokerError)."""
+        raise NotImplementedError
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the broker by its PID and remove what it left in temporary directories."""
+        raise NotImplementedError
+
+    def _register(self) -> None:
+        """From here on, the interpreter's exit stops this broker if nobody else does."""
+        _live.add(self)
+
+    def _unregister(self) -> None:
+        _live.discard(self)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
 
 class EmbeddedBroker(ChildBroker):
     """A Tansu broker child process on 127.0.0.1 with in-memory storage; a sync context manager."""
@@ -186,7 +212,7 @@ class EmbeddedBroker(ChildBroker):
             raise BrokerError("the embedded broker has not been started yet")
         return self._log_dir / "tansu.log"
 
-    def start(self) -> EmbeddedBroker:
+    def start(self) -> Self:
         """Start the broker and block until it answers Kafka requests (or raise BrokerError)."""
         if self.is_running:
             return self
@@ -204,7 +230,7 @@ class EmbeddedBroker(ChildBroker):
                     self.stop()  # removes a temp log dir; the error carries the log's tail
                     raise
             else:
-                _live.add(self)
+                self._register()
                 return self
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -249,7 +275,7 @@ class EmbeddedBroker(ChildBroker):
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM the broker (SIGKILL after `timeout`), wait for it, remove a temp log dir."""
         self._terminate(timeout)
-        _live.discard(self)
+        self._unregister()
         if self._owns_log_dir and self._log_dir is not None:
             shutil.rmtree(self._log_dir, ignore_errors=True)
             self._log_dir = None
@@ -259,17 +285,6 @@ class EmbeddedBroker(ChildBroker):
         self._terminate()
         self._is_port_fixed = True
         self.start()
-
-    def __enter__(self) -> EmbeddedBroker:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 @atexit.register

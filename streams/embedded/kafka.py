@@ -10,7 +10,6 @@ with 4.1.2: a cold start (format + start) takes ~6 s, a restart ~4 s; a group jo
 
 from __future__ import annotations
 
-import atexit
 import base64
 import contextlib
 import os
@@ -23,8 +22,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from types import TracebackType
-from typing import Final
+from typing import Final, Self
 
 from streams.broker import HOST, BrokerError, ChildBroker, free_port, kafka_ready
 
@@ -42,7 +40,6 @@ KAFKA_VERSION: Final = "4.1.2"
 POM: Final = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "pom.xml"
 _MARKER: Final = ".complete"  # written after every jar was copied: a cut download is no install
 _JAVA_MIN: Final = 17  # Kafka 4 brokers need Java 17
-_live: set[KafkaBroker] = set()  # strong refs: a forgotten broker is still stopped at exit
 
 
 class KafkaSetupError(BrokerError):
@@ -216,7 +213,7 @@ class KafkaBroker(ChildBroker):
         """The broker's Log4j log (its JVM's stdout and stderr go to `kafka.out` beside it)."""
         return self.data_dir / "kafka.log"
 
-    def start(self) -> KafkaBroker:
+    def start(self) -> Self:
         """Format the storage (first start only), start the broker, wait until it serves."""
         if self.is_running:
             return self
@@ -238,7 +235,7 @@ class KafkaBroker(ChildBroker):
         config.write_text(_server_properties(self.port, self._controller_port, self.data_dir))
         (self.data_dir / "log4j2.properties").write_text(_log4j_properties(self.log_path))
         classpath = str(home / "libs" / "*")
-        _live.add(self)  # from here on: an interrupted start still ends in stop() at exit
+        self._register()  # from here on: an interrupted start still ends in stop() at exit
         if not (self.data_dir / "log" / "meta.properties").is_file():
             self._format(java, classpath, config)
         self._spawn(java, classpath, config)
@@ -310,7 +307,7 @@ class KafkaBroker(ChildBroker):
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM the broker (SIGKILL after `timeout`); remove its directory if temporary."""
         self._terminate(timeout)
-        _live.discard(self)
+        self._unregister()
         if self._owns_dir and self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -321,22 +318,3 @@ class KafkaBroker(ChildBroker):
         if not keep_data:
             shutil.rmtree(self.data_dir / "log", ignore_errors=True)
         self.start()
-
-    def __enter__(self) -> KafkaBroker:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-@atexit.register
-def _stop_leftovers() -> None:
-    """Never leave a broker behind when the interpreter exits without calling stop()."""
-    for broker in list(_live):
-        with contextlib.suppress(BrokerError, OSError):
-            broker.stop()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from streams.broker import EmbeddedBroker
-from streams.embedded import KafkaBroker
+from loopguard.streams.broker import EmbeddedBroker
+from loopguard.streams.embedded import KafkaBroker
 
 BROKERS = ("tansu", "kafka")
 Broker = EmbeddedBroker | KafkaBroker

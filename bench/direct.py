@@ -24,8 +24,8 @@ from aiokafka.partitioner import murmur2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from config import load_policy
-from detectors import InvalidEvent, RunState, is_duplicate, parse_event, process_event
+from loopguard.config import load_policy
+from loopguard.detectors import InvalidEvent, RunState, is_duplicate, parse_event, process_event
 
 POLICY = {"tools": {"loopDetection": {"enabled": True}}}
 
@@ -142,7 +142,7 @@ async def _standalone(quick: bool) -> None:
 
     from pipeline import PARTITIONS, prefill, workload
 
-    from streams.broker import EmbeddedBroker, create_topics
+    from loopguard.streams.broker import EmbeddedBroker, create_topics
 
     records = workload(10_000 if quick else 100_000)
     with EmbeddedBroker(log_dir=Path(tempfile.mkdtemp(prefix="loopguard-direct-"))) as broker:

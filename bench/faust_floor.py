@@ -1,6 +1,6 @@
 """Faust's own floor on workload P: the worker with an agent body that does (almost) nothing.
 
-`python bench/faust_floor.py empty|table` runs exactly `python -m streams.main worker` (same
+`python bench/faust_floor.py empty|table` runs exactly `loopguard worker` (same
 settings, app, tuned consumer, topics, table, broker watch, /metrics), except that the
 detection agent is replaced:
 
@@ -30,10 +30,10 @@ def _install(mode: str) -> None:
     """Make streams.worker.assemble build the app with the floor agent instead of ours."""
     from faust.streams import _current_event
 
-    import streams.worker as worker
-    from config.settings import Settings
-    from streams.app import Wiring, build_app
-    from streams.metrics import Metrics
+    import loopguard.streams.worker as worker
+    from loopguard.config.settings import Settings
+    from loopguard.streams.app import Wiring, build_app
+    from loopguard.streams.metrics import Metrics
 
     def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring, None]:
         metrics = metrics if metrics is not None else Metrics()
@@ -62,6 +62,6 @@ if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in MODES:
         sys.exit(f"usage: python bench/faust_floor.py {'|'.join(MODES)}")
     _install(sys.argv[1])
-    from streams.main import main
+    from loopguard.streams.main import main
 
     sys.exit(main(["worker"]))

@@ -36,8 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.brokers import add_broker_argument, bench_broker, worker_env  # noqa: E402
-from streams.broker import create_topics, free_port  # noqa: E402
-from streams.processes import stop_process  # noqa: E402
+from loopguard.streams.broker import create_topics, free_port  # noqa: E402
+from loopguard.streams.processes import stop_process  # noqa: E402
 
 PARTITIONS = 4
 RUNS = 1000
@@ -238,7 +238,7 @@ async def _one_side(
             LOOPGUARD_LOG_LEVEL="warning", **worker_env(broker),
         )  # fmt: skip
         if side == "worker":
-            cmd = [sys.executable, "-m", "streams.main", "worker"]
+            cmd = [sys.executable, "-m", "loopguard.streams.main", "worker"]
             source, answers = names[0], names[2]
         else:
             cmd = [sys.executable, __file__, "--echo-relay", broker.bootstrap, relay_in,

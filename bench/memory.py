@@ -56,10 +56,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.pipeline import PARTITIONS, POLICY, _events_done, prefill, workload  # noqa: E402
-from config import load_policy  # noqa: E402
-from detectors import RunState, parse_event, process_event  # noqa: E402
-from streams.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
-from streams.processes import stop_process  # noqa: E402
+from loopguard.config import load_policy  # noqa: E402
+from loopguard.detectors import RunState, parse_event, process_event  # noqa: E402
+from loopguard.streams.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
+from loopguard.streams.processes import stop_process  # noqa: E402
 
 ACTIVE_RUNS = 10_000
 FLEET_SPAN_S = 900  # --order fleet: the runs start over 15 minutes (under the 30-minute TTL)
@@ -145,7 +145,7 @@ async def one_worker(
     if options.tracemalloc:
         env["PYTHONTRACEMALLOC"] = str(options.tracemalloc)
     probing = options.probe or bool(options.table_options or options.patches)
-    argv = [str(PROBE)] if probing else ["-m", "streams.main", "worker"]
+    argv = [str(PROBE)] if probing else ["-m", "loopguard.streams.main", "worker"]
     log = (workdir / f"worker-{tag}.log").open("wb")
     proc = subprocess.Popen(  # noqa: ASYNC220 -- a child we poll over HTTP, not await
         [sys.executable, *argv], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -29,13 +29,13 @@ PATCHES = (
 
 
 def _pack_cache(size: int) -> None:
-    import detectors.state as state
+    import loopguard.detectors.state as state
 
     state._pack = lru_cache(maxsize=size)(state._pack.__wrapped__)
 
 
 def _unpack_cache(size: int) -> None:
-    import detectors.state as state
+    import loopguard.detectors.state as state
 
     state._unpack = lru_cache(maxsize=size)(state._unpack.__wrapped__)
 

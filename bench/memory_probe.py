@@ -1,6 +1,6 @@
 """A worker that reports where its memory sits: `python bench/memory_probe.py` (bench/memory.py).
 
-Runs exactly `python -m streams.main worker` (same environment, same code), plus one web page,
+Runs exactly `loopguard worker` (same environment, same code), plus one web page,
 `GET /memprobe`, answering a JSON breakdown of the process's resident memory:
 
     rss, smaps          /proc: resident anonymous heap ([heap], brk) vs anonymous mmaps vs files
@@ -256,7 +256,7 @@ def _install() -> None:
     """Wrap assemble() to add the page, and Table() to pass MEMPROBE_TABLE_OPTIONS."""
     import faust
 
-    import streams.worker as worker
+    import loopguard.streams.worker as worker
 
     options = json.loads(os.environ.get("MEMPROBE_TABLE_OPTIONS") or "null")
     if options:
@@ -328,6 +328,6 @@ def _install() -> None:
 
 if __name__ == "__main__":
     _install()
-    from streams.main import main
+    from loopguard.streams.main import main
 
     sys.exit(main(["worker"]))

@@ -38,8 +38,8 @@ sys.path.insert(0, str(REPO))
 from bench.brokers import Broker, add_broker_argument, bench_broker, worker_env  # noqa: E402
 from bench.direct import direct_worker  # noqa: E402
 from bench.faust_floor import MODES as FLOOR_MODES  # noqa: E402
-from streams.broker import create_topics, free_port  # noqa: E402
-from streams.processes import stop_process  # noqa: E402
+from loopguard.streams.broker import create_topics, free_port  # noqa: E402
+from loopguard.streams.processes import stop_process  # noqa: E402
 
 PARTITIONS = 4
 RUNS = 1000
@@ -215,7 +215,7 @@ async def run_worker(
     target = (
         [str(REPO / "bench" / "faust_floor.py"), floor]
         if floor
-        else ["-m", "streams.main", "worker"]
+        else ["-m", "loopguard.streams.main", "worker"]
     )
     cmd = [sys.executable, *prof, *target]
     log = (workdir / f"worker-{tag}.log").open("wb")

@@ -32,11 +32,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.pipeline import POLICY, RUNS, workload  # noqa: E402
-from config import load_policy  # noqa: E402
-from detectors import RunState, parse_event, process_event  # noqa: E402
-from streams.compare import compare  # noqa: E402
-from streams.inputs import FileInput  # noqa: E402
-from streams.replay_jobs import ReplaySpec, replay_local, replay_sharded  # noqa: E402
+from loopguard.config import load_policy  # noqa: E402
+from loopguard.detectors import RunState, parse_event, process_event  # noqa: E402
+from loopguard.streams.compare import compare  # noqa: E402
+from loopguard.streams.inputs import FileInput  # noqa: E402
+from loopguard.streams.replay_jobs import ReplaySpec, replay_local, replay_sharded  # noqa: E402
 
 TTL_MS = 1_800_000  # the CLI's default --idle-ttl
 
@@ -105,7 +105,7 @@ def _max_rss(calls: int, repeats: int, policy: Path) -> int:
         [sys.executable, __file__, "--generate", str(calls), str(repeats)], stdout=subprocess.PIPE
     )
     replay = subprocess.Popen(
-        [sys.executable, "-m", "streams.cli", "replay", "-", "--policy", str(policy),
+        [sys.executable, "-m", "loopguard.streams.cli", "replay", "-", "--policy", str(policy),
          "--quiet", "--output", os.devnull],
         stdin=gen.stdout, cwd=REPO,
     )  # fmt: skip

@@ -34,7 +34,7 @@ from typing import TypeVar
 
 import json5
 
-from config.policy_schema import (
+from loopguard.config.policy_schema import (
     LoopDetectionBlock,
     PolicyError,
     PolicyIssue,
@@ -42,9 +42,9 @@ from config.policy_schema import (
     show,
     validate_block,
 )
-from config.roster import normalize_agent_id, read_roster
-from detectors.profiles import CONFIGURABLE, Semantics
-from detectors.values import Thresholds
+from loopguard.config.roster import normalize_agent_id, read_roster
+from loopguard.detectors.profiles import CONFIGURABLE, Semantics
+from loopguard.detectors.values import Thresholds
 
 __all__ = ["Policy", "PolicyError", "PolicyIssue", "load_policy"]
 

@@ -22,7 +22,7 @@ from typing import Annotated, NoReturn
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from detectors.errors import LoopGuardError
+from loopguard.detectors.errors import LoopGuardError
 
 
 @dataclass(frozen=True, slots=True)

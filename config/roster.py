@@ -22,7 +22,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from config.policy_schema import LoopDetectionBlock, PolicyIssue, join, show, validate_block
+from loopguard.config.policy_schema import (
+    LoopDetectionBlock,
+    PolicyIssue,
+    join,
+    show,
+    validate_block,
+)
 
 __all__ = ["Roster", "normalize_agent_id", "read_roster"]
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, FilePath, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from detectors.profiles import CONFIGURABLE, Semantics
+from loopguard.detectors.profiles import CONFIGURABLE, Semantics
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")

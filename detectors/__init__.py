@@ -4,15 +4,15 @@ No I/O, no clock, no logging. Input: a run's state and one event; output: the ne
 place) and a list of decisions.
 """
 
-from detectors.compaction_guard import arm_guard, observe_guard
-from detectors.engine import detect
-from detectors.errors import DetectorError, InvalidEvent, InvalidState, LoopGuardError
-from detectors.events import Event, parse_event
-from detectors.hashing import args_hash, canonical_json, normalize_tool, result_hash
-from detectors.history import record_call, record_outcome
-from detectors.outcome_facts import OutcomeFacts, outcome_facts
-from detectors.process import Decision, effective_agent, is_duplicate, process_event
-from detectors.profiles import (
+from loopguard.detectors.compaction_guard import arm_guard, observe_guard
+from loopguard.detectors.engine import detect
+from loopguard.detectors.errors import DetectorError, InvalidEvent, InvalidState, LoopGuardError
+from loopguard.detectors.events import Event, parse_event
+from loopguard.detectors.hashing import args_hash, canonical_json, normalize_tool, result_hash
+from loopguard.detectors.history import record_call, record_outcome
+from loopguard.detectors.outcome_facts import OutcomeFacts, outcome_facts
+from loopguard.detectors.process import Decision, effective_agent, is_duplicate, process_event
+from loopguard.detectors.profiles import (
     CONFIGURABLE,
     OPENCLAW_2026_9,
     SEMANTICS,
@@ -20,8 +20,8 @@ from detectors.profiles import (
     UnknownSemantics,
     parse_semantics,
 )
-from detectors.state import RunState
-from detectors.values import (
+from loopguard.detectors.state import RunState
+from loopguard.detectors.values import (
     JSON,
     UNDEFINED,
     GuardAbort,

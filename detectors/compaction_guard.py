@@ -10,8 +10,8 @@ compaction are fed in when it arms.
 
 from __future__ import annotations
 
-from detectors.state import RunState
-from detectors.values import GuardAbort, Record, Thresholds
+from loopguard.detectors.state import RunState
+from loopguard.detectors.values import GuardAbort, Record, Thresholds
 
 DETECTOR = "compaction_loop_persisted"
 

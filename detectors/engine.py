@@ -11,9 +11,9 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 
-from detectors.history import repeat_counts
-from detectors.profiles import OPENCLAW_2026_9
-from detectors.rules import (
+from loopguard.detectors.history import repeat_counts
+from loopguard.detectors.profiles import OPENCLAW_2026_9
+from loopguard.detectors.rules import (
     argument_churn,
     circuit_breaker,
     generic_repeat,
@@ -21,9 +21,9 @@ from detectors.rules import (
     ping_pong,
     unknown_tool,
 )
-from detectors.state import RunState
-from detectors.streaks import no_progress_2026_9, recent_count
-from detectors.values import Record, Thresholds, ToolCall, Verdict
+from loopguard.detectors.state import RunState
+from loopguard.detectors.streaks import no_progress_2026_9, recent_count
+from loopguard.detectors.values import Record, Thresholds, ToolCall, Verdict
 
 BUCKET_SIZE = 10  # fixed by SPEC §7.3, whatever warningThreshold is
 MAX_BUCKET_KEYS = 256

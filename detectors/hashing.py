@@ -10,8 +10,13 @@ import sys
 from hashlib import sha256
 from typing import Final
 
-from detectors.canonical import JSONLike, canonical_json, canonical_json_bytes, js_number_text
-from detectors.values import JSON, UNDEFINED, Outcome, _Undefined
+from loopguard.detectors.canonical import (
+    JSONLike,
+    canonical_json,
+    canonical_json_bytes,
+    js_number_text,
+)
+from loopguard.detectors.values import JSON, UNDEFINED, Outcome, _Undefined
 
 __all__ = [
     "DEFAULT_CHANNEL_TOOLS",

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import sys
 
-from detectors.hashing import outcome_unknown_tool_name, result_hash
-from detectors.history_2026_9 import record_facts
-from detectors.profiles import OPENCLAW_2026_9
-from detectors.state import RunState
-from detectors.values import Outcome, Record, Thresholds, ToolCall
+from loopguard.detectors.hashing import outcome_unknown_tool_name, result_hash
+from loopguard.detectors.history_2026_9 import record_facts
+from loopguard.detectors.profiles import OPENCLAW_2026_9
+from loopguard.detectors.state import RunState
+from loopguard.detectors.values import Outcome, Record, Thresholds, ToolCall
 
 
 def _trim(history: list[Record], size: int) -> None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import sys
 
-from detectors.outcome_facts import TOOL_LOOP_VETO, OutcomeFacts, outcome_facts
-from detectors.state import RunState
-from detectors.values import Outcome, Record, Thresholds, ToolCall
+from loopguard.detectors.outcome_facts import TOOL_LOOP_VETO, OutcomeFacts, outcome_facts
+from loopguard.detectors.state import RunState
+from loopguard.detectors.values import Outcome, Record, Thresholds, ToolCall
 
 __all__ = ["record_facts", "record_veto"]
 

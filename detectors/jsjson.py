@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from detectors.errors import DetectorError
+from loopguard.detectors.errors import DetectorError
 
 __all__ = ["NotJSON", "dumps", "loads"]
 

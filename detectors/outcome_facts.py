@@ -16,8 +16,13 @@ from dataclasses import dataclass
 from hashlib import sha256
 from typing import Final, Literal
 
-from detectors.canonical import JSONLike, canonical_json, canonical_json_bytes, js_number_text
-from detectors.hashing import (
+from loopguard.detectors.canonical import (
+    JSONLike,
+    canonical_json,
+    canonical_json_bytes,
+    js_number_text,
+)
+from loopguard.detectors.hashing import (
     _JS_WHITESPACE,
     _exec_outcome,
     _is_number,
@@ -27,10 +32,10 @@ from detectors.hashing import (
     outcome_text,
     outcome_unknown_tool_name,
 )
-from detectors.hashing import (
+from loopguard.detectors.hashing import (
     _is_send as _is_configurable_send,
 )
-from detectors.values import JSON, UNDEFINED, Outcome, _Undefined
+from loopguard.detectors.values import JSON, UNDEFINED, Outcome, _Undefined
 
 __all__ = [
     "TERMINAL_EXEC_FAILURE",

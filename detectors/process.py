@@ -11,15 +11,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
-from detectors.compaction_guard import arm_guard, late_outcomes, observe_guard
-from detectors.engine import detect, publish_warning
-from detectors.events import TOOL_EVENTS, Event, parse_event
-from detectors.history import record_call, record_outcome
-from detectors.history_2026_9 import record_veto
-from detectors.outcome_facts import retool_2026_9
-from detectors.profiles import OPENCLAW_2026_9
-from detectors.state import LifeKind, RunState
-from detectors.values import JSON, GuardAbort, Thresholds, ToolCall, Verdict
+from loopguard.detectors.compaction_guard import arm_guard, late_outcomes, observe_guard
+from loopguard.detectors.engine import detect, publish_warning
+from loopguard.detectors.events import TOOL_EVENTS, Event, parse_event
+from loopguard.detectors.history import record_call, record_outcome
+from loopguard.detectors.history_2026_9 import record_veto
+from loopguard.detectors.outcome_facts import retool_2026_9
+from loopguard.detectors.profiles import OPENCLAW_2026_9
+from loopguard.detectors.state import LifeKind, RunState
+from loopguard.detectors.values import JSON, GuardAbort, Thresholds, ToolCall, Verdict
 
 DecisionKind = Literal["loop_event", "command", "verdict"]
 

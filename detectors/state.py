@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from detectors.errors import InvalidState
-from detectors.jsjson import NotJSON, dumps, loads
-from detectors.values import Record
+from loopguard.detectors.errors import InvalidState
+from loopguard.detectors.jsjson import NotJSON, dumps, loads
+from loopguard.detectors.values import Record
 
 FORMAT_VERSION = 2
 _READABLE_VERSIONS = frozenset({1, 2})

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Final, Literal, TypeAlias
 
-from detectors.profiles import CONFIGURABLE, Semantics
+from loopguard.detectors.profiles import CONFIGURABLE, Semantics
 
 JSON: TypeAlias = bool | int | float | str | list["JSON"] | dict[str, "JSON"] | None
 
@@ -39,7 +39,7 @@ def _hashing() -> ModuleType:
     """detectors.hashing, imported on first use (it imports this module)."""
     global _HASHING
     if _HASHING is None:
-        import detectors.hashing as module
+        import loopguard.detectors.hashing as module
 
         _HASHING = module
     return _HASHING

@@ -16,13 +16,17 @@ from collections.abc import Iterable, Sequence
 from time import perf_counter
 from typing import Any
 
-from config import Policy
-from config.settings import Settings
-from streams.app import Wiring
-from streams.faust_internals import TableStore, drain_producer_buffer, size_producer_buffer
-from streams.metrics import Metrics
-from streams.outbox import FaustOutbox, Outbox
-from streams.processing import DriverLimits, RunDriver
+from loopguard.config import Policy
+from loopguard.config.settings import Settings
+from loopguard.streams.app import Wiring
+from loopguard.streams.faust_internals import (
+    TableStore,
+    drain_producer_buffer,
+    size_producer_buffer,
+)
+from loopguard.streams.metrics import Metrics
+from loopguard.streams.outbox import FaustOutbox, Outbox
+from loopguard.streams.processing import DriverLimits, RunDriver
 
 __all__ = ["RunProcessor", "install_agent"]
 

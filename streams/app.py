@@ -12,9 +12,9 @@ from typing import Any
 
 import faust
 
-from config.settings import Settings
-from streams.faust_internals import LoopGuardApp
-from streams.metrics import CONTENT_TYPE_LATEST, Metrics
+from loopguard.config.settings import Settings
+from loopguard.streams.faust_internals import LoopGuardApp
+from loopguard.streams.metrics import CONTENT_TYPE_LATEST, Metrics
 
 __all__ = ["TABLE_NAME", "Wiring", "build_app", "changelog_topic"]
 

@@ -35,8 +35,8 @@ from typing import Final, Self
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from streams.errors import StreamError
-from streams.processes import stop_process
+from loopguard.streams.errors import StreamError
+from loopguard.streams.processes import stop_process
 
 __all__ = [
     "CONSUMER_TIMEOUTS",

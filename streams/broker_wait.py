@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
 
-from streams.errors import StreamError
+from loopguard.streams.errors import StreamError
 
 __all__ = ["BrokerUnreachable", "retry_until_reachable"]
 

@@ -27,8 +27,8 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from streams.errors import StreamError
-from streams.faust_internals import committed_offsets
+from loopguard.streams.errors import StreamError
+from loopguard.streams.faust_internals import committed_offsets
 
 __all__ = [
     "EXIT_BROKER_DATA_LOST",

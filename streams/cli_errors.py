@@ -11,7 +11,7 @@ import errno
 import sys
 from typing import Final
 
-from streams.errors import StreamError
+from loopguard.streams.errors import StreamError
 
 __all__ = [
     "EXIT_BROKER_UNREACHABLE",
@@ -49,9 +49,9 @@ class CliError(StreamError):
 
 def describe(exc: BaseException) -> tuple[str, int]:
     """The one-line message and exit code of any failure of a command."""
-    from config import PolicyError
-    from streams.broker_wait import BrokerUnreachable
-    from streams.inputs import InputError
+    from loopguard.config import PolicyError
+    from loopguard.streams.broker_wait import BrokerUnreachable
+    from loopguard.streams.inputs import InputError
 
     if isinstance(exc, CliError):
         return exc.message, exc.code

@@ -25,13 +25,13 @@ from typing import Any, Final, Literal, Protocol
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from detectors.hashing import DEFAULT_CHANNEL_TOOLS
-from detectors.jsjson import NotJSON, dumps, loads
-from detectors.values import JSON
-from streams.broker import BrokerError, topic_partitions
-from streams.codec import run_key
-from streams.errors import StreamError
-from streams.run_events import MISSING, Missing, RunEvents, WireEvent, utc_now
+from loopguard.detectors.hashing import DEFAULT_CHANNEL_TOOLS
+from loopguard.detectors.jsjson import NotJSON, dumps, loads
+from loopguard.detectors.values import JSON
+from loopguard.streams.broker import BrokerError, topic_partitions
+from loopguard.streams.codec import run_key
+from loopguard.streams.errors import StreamError
+from loopguard.streams.run_events import MISSING, Missing, RunEvents, WireEvent, utc_now
 
 __all__ = ["ClientError", "RunEvents", "RunHandle", "RuntimeClient", "Topics", "VerdictReply"]
 

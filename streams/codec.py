@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from detectors.jsjson import NotJSON, dumps, loads
-from streams.errors import StreamError
+from loopguard.detectors.jsjson import NotJSON, dumps, loads
+from loopguard.streams.errors import StreamError
 
 __all__ = ["Rejected", "decode_object", "encode", "run_key"]
 

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from config import Policy
-from detectors import Decision, Event
-from streams.replay import Rejected, Replayer
+from loopguard.config import Policy
+from loopguard.detectors import Decision, Event
+from loopguard.streams.replay import Rejected, Replayer
 
 __all__ = ["CompareReport", "RunOutcome", "compare", "render_summary"]
 

@@ -14,13 +14,21 @@ from dataclasses import asdict, dataclass, field
 
 import orjson
 
-from config import Policy
-from detectors import JSON, Event, InvalidEvent, RunState, Thresholds, effective_agent, parse_event
-from detectors.history import repeat_counts
-from detectors.rules import known_poll, ping_pong, unknown_tool
-from streams.codec import Rejected as CodecRejected
-from streams.codec import decode_object
-from streams.replay import Replayer
+from loopguard.config import Policy
+from loopguard.detectors import (
+    JSON,
+    Event,
+    InvalidEvent,
+    RunState,
+    Thresholds,
+    effective_agent,
+    parse_event,
+)
+from loopguard.detectors.history import repeat_counts
+from loopguard.detectors.rules import known_poll, ping_pong, unknown_tool
+from loopguard.streams.codec import Rejected as CodecRejected
+from loopguard.streams.codec import decode_object
+from loopguard.streams.replay import Replayer
 
 __all__ = ["Row", "Timeline", "explain_run", "render_json", "render_table"]
 

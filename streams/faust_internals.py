@@ -36,7 +36,7 @@ import faust
 from faust.streams import _current_event
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from streams.end_offsets import probe_end_offsets
+from loopguard.streams.end_offsets import probe_end_offsets
 
 __all__ = [
     "LoopGuardApp",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, BinaryIO, cast
 
-from streams.errors import StreamError
+from loopguard.streams.errors import StreamError
 
 __all__ = [
     "Bound",
@@ -145,7 +145,7 @@ def topic_items(
     is read until its reported end and then quiet for `idle_s` (Tansu reports too low an end
     offset for partitions written in batches: streams/topic_reader.py).
     """
-    from streams.broker_wait import retry_until_reachable  # aiokafka: only for topics
+    from loopguard.streams.broker_wait import retry_until_reachable  # aiokafka: only for topics
 
     loop = asyncio.new_event_loop()
     try:
@@ -189,7 +189,7 @@ class _TopicReader:
         """Connect and learn the partition count (the topic must exist)."""
         from aiokafka import AIOKafkaConsumer
 
-        from streams.broker import topic_partitions
+        from loopguard.streams.broker import topic_partitions
 
         self.partitions = (await topic_partitions(self.bootstrap, [self.topic], self.wait_s))[
             self.topic

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from aiokafka.partitioner import murmur2
 
-from streams.errors import StreamError
-from streams.faust_internals import started_producer
+from loopguard.streams.errors import StreamError
+from loopguard.streams.faust_internals import started_producer
 
 __all__ = ["BatchOutbox", "FaustOutbox", "Outbox", "OutputLost"]
 

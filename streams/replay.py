@@ -13,8 +13,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from config import Policy
-from detectors import (
+from loopguard.config import Policy
+from loopguard.detectors import (
     Decision,
     Event,
     InvalidEvent,
@@ -25,8 +25,8 @@ from detectors import (
     parse_event,
     process_event,
 )
-from streams.codec import Rejected as CodecRejected
-from streams.codec import decode_object, encode
+from loopguard.streams.codec import Rejected as CodecRejected
+from loopguard.streams.codec import decode_object, encode
 
 __all__ = [
     "MAX_LINE_BYTES",

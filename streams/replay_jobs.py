@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, NamedTuple
 
-from config import Policy
-from detectors import Decision
-from streams.codec import Rejected as CodecRejected
-from streams.codec import decode_object
-from streams.replay import Rejected, Replayer, ReplayStats, encode_decision, event_time_ms
+from loopguard.config import Policy
+from loopguard.detectors import Decision
+from loopguard.streams.codec import Rejected as CodecRejected
+from loopguard.streams.codec import decode_object
+from loopguard.streams.replay import Rejected, Replayer, ReplayStats, encode_decision, event_time_ms
 
 __all__ = ["LineOutput", "ReplaySpec", "render_table", "replay_local", "replay_sharded"]
 

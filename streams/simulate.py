@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from detectors.values import JSON
-from streams.client import RuntimeClient, TopicNames
-from streams.run_events import MISSING, Missing, RunEvents, WireEvent
+from loopguard.detectors.values import JSON
+from loopguard.streams.client import RuntimeClient, TopicNames
+from loopguard.streams.run_events import MISSING, Missing, RunEvents, WireEvent
 
 __all__ = ["HEALTHY", "LOOP_KINDS", "SimRun", "fleet_events", "fleet_plan", "simulate"]
 

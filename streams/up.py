@@ -23,18 +23,18 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from detectors.jsjson import loads
-from streams.broker import BrokerError, EmbeddedBroker, free_port, topic_partitions
-from streams.client import Topics
-from streams.embedded.kafka import (
+from loopguard.detectors.jsjson import loads
+from loopguard.streams.broker import BrokerError, EmbeddedBroker, free_port, topic_partitions
+from loopguard.streams.client import Topics
+from loopguard.streams.embedded.kafka import (
     KAFKA_VERSION,
     KafkaBroker,
     find_java,
     install_jars,
     is_installed,
 )
-from streams.processes import stop_process
-from streams.simulate import simulate
+from loopguard.streams.processes import stop_process
+from loopguard.streams.simulate import simulate
 
 READY_TIMEOUT_S = 90.0
 DEMO_POLICY = "// written by `loopguard up`\n{tools: {loopDetection: {enabled: true}}}\n"
@@ -174,7 +174,7 @@ def up_main(demo: bool, runs: int = 50, broker_kind: str = "tansu") -> int:
         print(f"broker   {broker_url}{where}")
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "streams.main", "worker"],
+                [sys.executable, "-m", "loopguard.streams.main", "worker"],
                 env=_worker_env(broker_url, isinstance(broker, EmbeddedBroker), data_dir, web_port),
                 stdout=log,
                 stderr=subprocess.STDOUT,

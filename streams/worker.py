@@ -13,18 +13,22 @@ from collections.abc import Iterable
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from config import Policy, load_policy
-from config.settings import Settings
-from streams.agent import RunProcessor, install_agent
-from streams.app import Wiring, build_app, changelog_topic
-from streams.broker_wait import BrokerUnreachable, retry_until_reachable
-from streams.broker_watch import EXIT_BROKER_DATA_LOST, BrokerWatch, discard_orphaned_state
-from streams.cli_errors import EXIT_BROKER_UNREACHABLE
-from streams.errors import StreamError
-from streams.exactly_once import TransactionalOutbox
-from streams.faust_internals import QuietWorker
-from streams.metrics import Metrics
-from streams.outbox import BatchOutbox, Outbox
+from loopguard.config import Policy, load_policy
+from loopguard.config.settings import Settings
+from loopguard.streams.agent import RunProcessor, install_agent
+from loopguard.streams.app import Wiring, build_app, changelog_topic
+from loopguard.streams.broker_wait import BrokerUnreachable, retry_until_reachable
+from loopguard.streams.broker_watch import (
+    EXIT_BROKER_DATA_LOST,
+    BrokerWatch,
+    discard_orphaned_state,
+)
+from loopguard.streams.cli_errors import EXIT_BROKER_UNREACHABLE
+from loopguard.streams.errors import StreamError
+from loopguard.streams.exactly_once import TransactionalOutbox
+from loopguard.streams.faust_internals import QuietWorker
+from loopguard.streams.metrics import Metrics
+from loopguard.streams.outbox import BatchOutbox, Outbox
 
 __all__ = ["TopicSetupError", "assemble", "ensure_topics", "run_worker"]
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from detectors.streaks import HistoryRecord
-from detectors.values import Thresholds, ToolCall, Verdict
+from loopguard.detectors.streaks import HistoryRecord
+from loopguard.detectors.values import Thresholds, ToolCall, Verdict
 
 DETECTOR = "argument_churn"
 LIVENESS_SIGNAL = "argument_churn"

@@ -7,7 +7,7 @@ no_progress ≥ globalCircuitBreakerThreshold → critical, whatever the detecto
 
 from __future__ import annotations
 
-from detectors.values import Thresholds, ToolCall, Verdict
+from loopguard.detectors.values import Thresholds, ToolCall, Verdict
 
 DETECTOR = "global_circuit_breaker"
 

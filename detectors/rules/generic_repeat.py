@@ -9,7 +9,7 @@ warning. Known polls are left to known_poll_no_progress.
 
 from __future__ import annotations
 
-from detectors.values import Thresholds, ToolCall, Verdict
+from loopguard.detectors.values import Thresholds, ToolCall, Verdict
 
 DETECTOR = "generic_repeat"
 

@@ -9,7 +9,7 @@ generic-repeat rules.
 
 from __future__ import annotations
 
-from detectors.values import Thresholds, ToolCall, Verdict
+from loopguard.detectors.values import Thresholds, ToolCall, Verdict
 
 DETECTOR = "known_poll_no_progress"
 

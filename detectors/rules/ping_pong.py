@@ -9,7 +9,7 @@ outcomes are all equal) → critical; count ≥ warningThreshold → warning.
 
 from __future__ import annotations
 
-from detectors.values import Record, Thresholds, ToolCall, Verdict
+from loopguard.detectors.values import Record, Thresholds, ToolCall, Verdict
 
 DETECTOR = "ping_pong"
 

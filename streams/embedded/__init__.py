@@ -1,6 +1,6 @@
 """Brokers LoopGuard starts itself on 127.0.0.1: Apache Kafka here, Tansu in `streams.broker`."""
 
-from streams.embedded.kafka import (
+from loopguard.streams.embedded.kafka import (
     KAFKA_VERSION,
     KafkaBroker,
     KafkaSetupError,

@@ -1,4 +1,4 @@
-"""`python -m streams.embedded kafka`: check Java and install the Kafka jars (`make kafka`).
+"""`python -m loopguard.streams.embedded kafka` (`make kafka`): check Java, install the Kafka jars.
 
 Exit 0 with where the jars are, or 1 with one line naming what to install.
 """
@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import sys
 
-from streams.embedded.kafka import KAFKA_VERSION, KafkaSetupError, find_java, install_jars
+from loopguard.streams.embedded.kafka import KAFKA_VERSION, KafkaSetupError, find_java, install_jars
 
 
 def main(argv: list[str]) -> int:
     """Install what `KafkaBroker` needs; one line on stderr if something is missing."""
     if argv != ["kafka"]:
-        print("usage: python -m streams.embedded kafka", file=sys.stderr)
+        print("usage: python -m loopguard.streams.embedded kafka", file=sys.stderr)
         return 2
     try:
         find_java()

@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Final, Self
 
-from streams.broker import HOST, BrokerError, ChildBroker, free_port, kafka_ready
+from loopguard.streams.broker import HOST, BrokerError, ChildBroker, free_port, kafka_ready
 
 __all__ = [
     "KAFKA_VERSION",

@@ -16,8 +16,8 @@ from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Protocol
 
-from config import Policy
-from detectors import (
+from loopguard.config import Policy
+from loopguard.detectors import (
     Decision,
     Event,
     InvalidEvent,
@@ -29,10 +29,10 @@ from detectors import (
     parse_event,
     process_event,
 )
-from streams.codec import Rejected, decode_object, encode, run_key
-from streams.deadletter import Origin, dead_letter
-from streams.metrics import Metrics
-from streams.processing.partition import LiveRun, PartitionRuns
+from loopguard.streams.codec import Rejected, decode_object, encode, run_key
+from loopguard.streams.deadletter import Origin, dead_letter
+from loopguard.streams.metrics import Metrics
+from loopguard.streams.processing.partition import LiveRun, PartitionRuns
 
 __all__ = ["DriverLimits", "Message", "Outputs", "RunDriver", "StateStore"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from detectors import RunState
+from loopguard.detectors import RunState
 
 __all__ = ["LiveRun", "PartitionRuns"]
 

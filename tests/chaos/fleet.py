@@ -22,10 +22,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from config import Policy
-from detectors import Decision, RunState
-from streams.replay import Replayer
-from streams.simulate import fleet_events, interleave
+from loopguard.config import Policy
+from loopguard.detectors import Decision, RunState
+from loopguard.streams.replay import Replayer
+from loopguard.streams.simulate import fleet_events, interleave
 
 WireEvent = dict[str, Any]
 TOOL_EVENTS = frozenset({"tool_call", "tool_result"})

@@ -28,8 +28,8 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from streams.broker import create_topics
-from streams.topic_reader import TopicRecord, read_topic_records
+from loopguard.streams.broker import create_topics
+from loopguard.streams.topic_reader import TopicRecord, read_topic_records
 from tests.chaos.fleet import WireEvent, is_tool_event
 from tests.integration.conftest import SessionBroker, worker_settings
 from tests.worker_process import WorkerLauncher, WorkerProcess

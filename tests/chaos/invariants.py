@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from detectors import RunState
+from loopguard.detectors import RunState
 from tests.chaos.fleet import Oracle
 from tests.chaos.harness import Cluster, Record
 

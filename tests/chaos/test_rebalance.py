@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from config import load_policy
+from loopguard.config import load_policy
 from tests.chaos.drive import processed_events, run_fleet, wait_uncommitted
 from tests.chaos.fleet import Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster

@@ -45,8 +45,8 @@ def test_the_repository_is_pip_installed() -> None:
 
 
 def test_copies_only_what_the_package_build_needs() -> None:
-    packages = pyproject()["tool"]["setuptools"]["packages"]["find"]["include"]  # type: ignore[index]
-    allowed = {"pyproject.toml", "README.md"} | {name.rstrip("*") + "/" for name in packages}
+    folders = pyproject()["tool"]["setuptools"]["package-dir"].values()  # type: ignore[index]
+    allowed = {"pyproject.toml", "README.md"} | {folder + "/" for folder in folders}
     for keyword, arguments in instructions():
         if keyword == "COPY" and not arguments.startswith("--from="):
             *sources, _ = arguments.split()
@@ -82,6 +82,19 @@ def test_the_default_command_is_loopguard_worker() -> None:
     assert not [keyword for keyword, _ in final_stage() if keyword == "ENTRYPOINT"]
     scripts = pyproject()["project"]["scripts"]  # type: ignore[index]
     assert "loopguard" in scripts
+
+
+def test_the_wheel_lists_every_package_folder() -> None:
+    # A sub-package missing from pyproject's list works in the editable install and is absent
+    # from the wheel the image installs; so the list must be every folder with an __init__.py.
+    setuptools = pyproject()["tool"]["setuptools"]  # type: ignore[index]
+    listed = set(setuptools["packages"])  # type: ignore[index]
+    present = {
+        f"{name}.{'.'.join(init.parent.relative_to(REPO / folder).parts)}".rstrip(".")
+        for name, folder in setuptools["package-dir"].items()  # type: ignore[index]
+        for init in (REPO / folder).rglob("__init__.py")
+    }
+    assert listed == present
 
 
 def test_the_image_data_dir_and_port_match_the_deployments() -> None:

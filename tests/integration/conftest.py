@@ -26,8 +26,8 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from streams.broker import EmbeddedBroker, create_topics, topic_partitions
-from streams.embedded import KafkaBroker
+from loopguard.streams.broker import EmbeddedBroker, create_topics, topic_partitions
+from loopguard.streams.embedded import KafkaBroker
 
 PARTITIONS = 4
 _HERE = Path(__file__).parent

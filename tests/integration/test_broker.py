@@ -8,7 +8,13 @@ import sys
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.broker import BrokerError, EmbeddedBroker, create_topics, kafka_ready, topic_partitions
+from loopguard.streams.broker import (
+    BrokerError,
+    EmbeddedBroker,
+    create_topics,
+    kafka_ready,
+    topic_partitions,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from detectors import args_hash
-from streams.broker import EmbeddedBroker, topic_partitions
-from streams.client import ClientError, RuntimeClient, Topics, VerdictReply
-from streams.simulate import fleet_events, simulate
+from loopguard.detectors import args_hash
+from loopguard.streams.broker import EmbeddedBroker, topic_partitions
+from loopguard.streams.client import ClientError, RuntimeClient, Topics, VerdictReply
+from loopguard.streams.simulate import fleet_events, simulate
 
 from .conftest import KafkaIO, TopicSet
 

@@ -19,9 +19,9 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from config import load_policy
-from detectors import InvalidEvent, parse_event
-from streams.codec import Rejected, decode_object, run_key
+from loopguard.config import load_policy
+from loopguard.detectors import InvalidEvent, parse_event
+from loopguard.streams.codec import Rejected, decode_object, run_key
 from tests.chaos.fleet import Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster
 from tests.chaos.invariants import decision_id

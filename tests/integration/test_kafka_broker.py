@@ -14,8 +14,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
-from streams.broker import BrokerError, create_topics, kafka_ready, topic_partitions
-from streams.embedded import KafkaBroker
+from loopguard.streams.broker import BrokerError, create_topics, kafka_ready, topic_partitions
+from loopguard.streams.embedded import KafkaBroker
 
 pytestmark = pytest.mark.integration
 

@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 import pytest
 
-from streams.broker import EmbeddedBroker
-from streams.client import RuntimeClient
+from loopguard.streams.broker import EmbeddedBroker
+from loopguard.streams.client import RuntimeClient
 from tests.worker_process import REPO, WorkerLauncher
 
 from .conftest import TopicSet

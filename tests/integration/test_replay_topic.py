@@ -6,9 +6,9 @@ from pathlib import Path
 
 import orjson
 
-from config import load_policy
-from streams.replay import Rejected, Replayer, replay_lines
-from streams.topic_reader import read_topic
+from loopguard.config import load_policy
+from loopguard.streams.replay import Rejected, Replayer, replay_lines
+from loopguard.streams.topic_reader import read_topic
 
 TRACE = Path(__file__).parents[1] / "data" / "traces" / "openclaw-P1-r5.jsonl"
 POLICY = {"tools": {"loopDetection": {"enabled": True}}}

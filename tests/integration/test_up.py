@@ -51,7 +51,7 @@ def test_up_demo_prints_blocks_and_aborts_and_stops_everything_on_signal(
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streams.cli", "up", "--demo", "--runs", "20",
+        [sys.executable, "-m", "loopguard.streams.cli", "up", "--demo", "--runs", "20",
          "--broker", broker_kind()],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
         # A shell starts background jobs with SIGINT ignored, and Python then keeps ignoring

@@ -14,12 +14,12 @@ from typing import Any
 import orjson
 import pytest
 
-import streams.processing.driver as driver_module
-from config import load_policy
-from config.settings import Settings
-from detectors import RunState, parse_event, process_event
-from streams.agent import RunProcessor
-from streams.metrics import Metrics
+import loopguard.streams.processing.driver as driver_module
+from loopguard.config import load_policy
+from loopguard.config.settings import Settings
+from loopguard.detectors import RunState, parse_event, process_event
+from loopguard.streams.agent import RunProcessor
+from loopguard.streams.metrics import Metrics
 
 POLICY = load_policy({"tools": {"loopDetection": {"enabled": True}}})
 

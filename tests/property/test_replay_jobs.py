@@ -9,9 +9,9 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from config import load_policy
-from streams.cli import main
-from streams.replay_jobs import ROUND_LINES, ReplaySpec, replay_local, replay_sharded
+from loopguard.config import load_policy
+from loopguard.streams.cli import main
+from loopguard.streams.replay_jobs import ROUND_LINES, ReplaySpec, replay_local, replay_sharded
 
 LOW = {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5}
 POLICY = load_policy({"tools": {"loopDetection": {**LOW, "globalCircuitBreakerThreshold": 7}}})

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from detectors.canonical import JSONLike, canonical_json, js_number_text
-from detectors.errors import DetectorError
-from detectors.hashing import digest
-from detectors.values import UNDEFINED
+from loopguard.detectors.canonical import JSONLike, canonical_json, js_number_text
+from loopguard.detectors.errors import DetectorError
+from loopguard.detectors.hashing import digest
+from loopguard.detectors.values import UNDEFINED
 from tests.mappings import Record
 
 VECTORS = json.loads(

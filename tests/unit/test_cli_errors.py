@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.cli import main
-from streams.cli_errors import (
+from loopguard.streams.cli import main
+from loopguard.streams.cli_errors import (
     EXIT_BROKER_UNREACHABLE,
     EXIT_CANNOT_WRITE,
     EXIT_FAILED,
@@ -114,7 +114,7 @@ def test_debug_shows_the_traceback_instead(capsys) -> None:
 
 def _run(*argv: str, env: dict[str, str] | None = None, timeout: float = 60) -> tuple[int, str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "streams.cli", *argv],
+        [sys.executable, "-m", "loopguard.streams.cli", *argv],
         capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env,
     )  # fmt: skip
     return proc.returncode, proc.stderr
@@ -140,7 +140,9 @@ def test_the_worker_retries_an_unreachable_broker_then_exits_69_in_one_line(tmp_
 def test_a_replay_cut_off_by_head_stops_quietly(events: Path) -> None:
     text = events.read_text()
     big = "".join(text.replace('"r1', f'"r{i}-') for i in range(400))  # 400 runs, ~6,000 lines
-    replay = f"{sys.executable} -m streams.cli replay - --quiet --policy examples/policy.json5"
+    replay = (
+        f"{sys.executable} -m loopguard.streams.cli replay - --quiet --policy examples/policy.json5"
+    )
     proc = subprocess.run(
         f"{replay} | head -c 10",
         shell=True, input=big, capture_output=True, text=True, cwd=REPO, timeout=120,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from config import load_policy
-from streams.cli import main
-from streams.compare import compare
-from streams.inputs import FileInput
-from streams.replay import Rejected, Replayer, replay_items
+from loopguard.config import load_policy
+from loopguard.streams.cli import main
+from loopguard.streams.compare import compare
+from loopguard.streams.inputs import FileInput
+from loopguard.streams.replay import Rejected, Replayer, replay_items
 from tests.wire import RunScript
 
 TRACES = Path(__file__).parents[1] / "data" / "traces"

@@ -17,9 +17,9 @@ import pytest
 from faust.types import TP
 from faust.types.tuples import Message
 
-from config.settings import Settings
-from streams.app import build_app
-from streams.metrics import Metrics
+from loopguard.config.settings import Settings
+from loopguard.streams.app import build_app
+from loopguard.streams.metrics import Metrics
 
 TOPIC = "unit.tool-calls"
 

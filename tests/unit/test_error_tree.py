@@ -10,11 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-import config
-import detectors
-import streams
-from detectors import DetectorError, LoopGuardError
-from streams.errors import StreamError
+from loopguard import config, detectors, streams
+from loopguard.detectors import DetectorError, LoopGuardError
+from loopguard.streams.errors import StreamError
 
 ROOTS = {"detectors": DetectorError, "config": LoopGuardError, "streams": StreamError}
 
@@ -42,10 +40,10 @@ ERRORS = sorted(
 
 
 def test_the_tree_has_the_errors_of_every_layer() -> None:
-    layers = {name.split(".")[0] for name, _ in ERRORS}
+    layers = {name.split(".")[1] for name, _ in ERRORS}
     assert layers == {"detectors", "config", "streams"}
 
 
 @pytest.mark.parametrize(("name", "cls"), ERRORS, ids=[name for name, _ in ERRORS])
 def test_every_error_has_its_layers_root(name: str, cls: type[BaseException]) -> None:
-    assert issubclass(cls, ROOTS[name.split(".")[0]])
+    assert issubclass(cls, ROOTS[name.split(".")[1]])

@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from detectors import InvalidEvent, Outcome, parse_event
-from detectors.hashing import args_hash
-from streams.schema import WireEvent
+from loopguard.detectors import InvalidEvent, Outcome, parse_event
+from loopguard.detectors.hashing import args_hash
+from loopguard.streams.schema import WireEvent
 
 BASE = {"event_id": "e1", "run_id": "r1", "seq": 1}
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from detectors import RunState, Thresholds, process_event
+from loopguard.detectors import RunState, Thresholds, process_event
 from tests.wire import RunScript
 
 GUARD_ONLY = Thresholds()

@@ -9,10 +9,9 @@ from pathlib import Path
 import json5
 import pytest
 
-import config
-import config.policy
-from config import Policy, PolicyError, PolicyIssue, load_policy
-from detectors.values import Thresholds
+from loopguard import config
+from loopguard.config import Policy, PolicyError, PolicyIssue, load_policy
+from loopguard.detectors.values import Thresholds
 
 POLICIES = Path(__file__).resolve().parent.parent / "data" / "policies"
 BLOCK = "tools.loopDetection"

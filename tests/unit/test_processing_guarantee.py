@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from config.settings import Settings
-from streams.exactly_once import TransactionalOutbox
-from streams.outbox import BatchOutbox
-from streams.worker import assemble
+from loopguard.config.settings import Settings
+from loopguard.streams.exactly_once import TransactionalOutbox
+from loopguard.streams.outbox import BatchOutbox
+from loopguard.streams.worker import assemble
 
 
 def test_at_least_once_is_the_default_and_exactly_once_is_read_from_the_environment(

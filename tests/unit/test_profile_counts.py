@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from detectors.rules.argument_churn import churn
-from detectors.streaks import no_progress_2026_9, recent_count
+from loopguard.detectors.rules.argument_churn import churn
+from loopguard.detectors.streaks import no_progress_2026_9, recent_count
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from detectors import Outcome, result_hash
-from detectors.outcome_facts import (
+from loopguard.detectors import Outcome, result_hash
+from loopguard.detectors.outcome_facts import (
     OutcomeFacts,
     canonical_markers,
     failure_shape,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from config import Settings
+from loopguard.config import Settings
 
 
 @pytest.mark.parametrize(

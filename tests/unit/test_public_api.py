@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
-import config
-import detectors
+from loopguard import config, detectors
 
 ROOT = Path(__file__).parents[2]
 DOCUMENTED = {
@@ -54,15 +55,65 @@ def test_config_exports_the_policy_api() -> None:
     assert {"load_policy", "PolicyError", "Policy"} <= set(config.__all__)
 
 
+def _top_name(module: str) -> str:
+    """The package an absolute import names: `loopguard.x.y` → `x`, `faust.app` → `faust`."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "loopguard" and len(parts) > 1 else parts[0]
+
+
 def _imports(package: str) -> set[str]:
     found: set[str] = set()
     for path in (ROOT / package).rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
-                found |= {a.name.split(".")[0] for a in node.names}
+                found |= {_top_name(a.name) for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.add(node.module.split(".")[0])
+                found.add(_top_name(node.module))
+                if node.module == "loopguard":
+                    found |= {a.name for a in node.names}
     return found
+
+
+def test_the_import_scan_sees_the_loopguard_names() -> None:
+    # The flow test below is only as good as this scan: streams imports both other packages.
+    assert {"config", "detectors", "faust"} <= _imports("streams")
+    assert "loopguard" not in _imports("streams") | _imports("config") | _imports("detectors")
+
+
+def test_no_module_imports_the_short_names() -> None:
+    # `detectors`, `config`, `streams` are folders, not installed names (pyproject: package-dir).
+    roots = ("detectors", "config", "streams", "tests", "bench", "integrations")
+    for root in roots:
+        for path in (ROOT / root).rglob("*.py"):
+            if "node_modules" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module]
+                    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                    else []
+                )
+                bad = [n for n in names if n.split(".")[0] in {"detectors", "config", "streams"}]
+                assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+INSTALLED = """
+import importlib.util, json
+import loopguard.detectors, loopguard.config, loopguard.streams, loopguard.streams.cli
+print(json.dumps({
+    "short": [n for n in ("detectors", "config", "streams") if importlib.util.find_spec(n)],
+    "main": loopguard.streams.cli.main.__module__,
+}))
+"""
+
+
+def test_only_the_loopguard_names_are_installed(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", INSTALLED], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == '{"short": [], "main": "loopguard.streams.cli"}'
 
 
 def test_imports_flow_streams_to_config_to_detectors_never_back() -> None:
@@ -80,7 +131,7 @@ def test_imports_flow_streams_to_config_to_detectors_never_back() -> None:
 
 
 def test_a_tool_call_is_built_from_its_raw_parts_or_from_hashes() -> None:
-    from detectors import ToolCall, args_hash
+    from loopguard.detectors import ToolCall, args_hash
 
     call = ToolCall(" Bash ", {"command": "ls", "action": "poll"}, "c1")
     assert (call.tool, call.args_hash, call.tool_call_id, call.action) == (
@@ -99,9 +150,9 @@ def test_a_tool_call_is_built_from_its_raw_parts_or_from_hashes() -> None:
 
 
 OUTSIDE = """
-from detectors import (Thresholds, RunState, ToolCall, Outcome, detect, record_call,
-                       record_outcome, arm_guard, observe_guard)
-from config import load_policy
+from loopguard.detectors import (Thresholds, RunState, ToolCall, Outcome, detect, record_call,
+                                 record_outcome, arm_guard, observe_guard)
+from loopguard.config import load_policy
 th = load_policy({"tools": {"loopDetection": {"enabled": True}}}).for_agent("main")
 state, verdicts = RunState(), []
 for i in range(21):
@@ -122,9 +173,6 @@ print(verdicts[10], verdicts[20], aborts[2].detector, aborts[2].count)
 
 
 def test_the_public_api_works_from_outside_the_repo(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     out = subprocess.run(
         [sys.executable, "-c", OUTSIDE], cwd=tmp_path, capture_output=True, text=True, check=True
     ).stdout

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from config import load_policy
-from detectors import Decision
-from streams.cli import main
-from streams.inputs import Bound, FileInput, InputError, parse_bound
-from streams.replay import Replayer, replay_items
+from loopguard.config import load_policy
+from loopguard.detectors import Decision
+from loopguard.streams.cli import main
+from loopguard.streams.inputs import Bound, FileInput, InputError, parse_bound
+from loopguard.streams.replay import Replayer, replay_items
 from tests.wire import RunScript
 
 REPO = Path(__file__).parents[2]
@@ -52,7 +52,8 @@ def test_plain_and_gzip_files_give_the_golden_bytes(tmp_path, policy) -> None:
 def test_stdin_gives_the_golden_bytes(policy, compressed: bool) -> None:
     data = TRACE.read_bytes()
     proc = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "replay", "-", "--policy", policy, "--quiet"],
+        [sys.executable, "-m", "loopguard.streams.cli", "replay", "-", "--policy", policy]
+        + ["--quiet"],
         input=gzip.compress(data) if compressed else data, capture_output=True, cwd=REPO,
         timeout=60,
     )  # fmt: skip

@@ -18,10 +18,15 @@ from typing import Any
 
 import pytest
 
-from detectors.hashing import args_hash, normalize_tool, outcome_unknown_tool_name, result_hash
-from detectors.values import JSON, Outcome
-from streams.client import RuntimeClient, Topics
-from streams.run_events import MISSING
+from loopguard.detectors.hashing import (
+    args_hash,
+    normalize_tool,
+    outcome_unknown_tool_name,
+    result_hash,
+)
+from loopguard.detectors.values import JSON, Outcome
+from loopguard.streams.client import RuntimeClient, Topics
+from loopguard.streams.run_events import MISSING
 
 VECTORS_PATH = Path(__file__).parents[1] / "data" / "wire_vectors.json"
 VECTORS: dict[str, Any] = json.loads(VECTORS_PATH.read_text(encoding="utf-8"))

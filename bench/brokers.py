@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from loopguard.streams.broker import EmbeddedBroker
 from loopguard.streams.embedded import KafkaBroker
+from loopguard.streams.embedded.tansu import EmbeddedBroker
 
 BROKERS = ("tansu", "kafka")
 Broker = EmbeddedBroker | KafkaBroker
@@ -32,7 +32,7 @@ def worker_env(broker: Broker) -> dict[str, str]:
     """LOOPGUARD_* a worker needs on this broker beyond a user's defaults.
 
     Tansu under-reports end offsets, which trips Faust's recovery consistency check
-    (streams/end_offsets.py); on Kafka the worker runs with the check on.
+    (streams/kafka/end_offsets.py); on Kafka the worker runs with the check on.
     """
     if isinstance(broker, EmbeddedBroker):
         return {"LOOPGUARD_RECOVERY_CONSISTENCY_CHECK": "false"}

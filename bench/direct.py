@@ -142,7 +142,8 @@ async def _standalone(quick: bool) -> None:
 
     from pipeline import PARTITIONS, prefill, workload
 
-    from loopguard.streams.broker import EmbeddedBroker, create_topics
+    from loopguard.streams.embedded.tansu import EmbeddedBroker
+    from loopguard.streams.kafka.admin import create_topics
 
     records = workload(10_000 if quick else 100_000)
     with EmbeddedBroker(log_dir=Path(tempfile.mkdtemp(prefix="loopguard-direct-"))) as broker:

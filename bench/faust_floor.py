@@ -30,10 +30,10 @@ def _install(mode: str) -> None:
     """Make streams.worker.assemble build the app with the floor agent instead of ours."""
     from faust.streams import _current_event
 
-    import loopguard.streams.worker as worker
+    import loopguard.streams.worker.run as worker
     from loopguard.config.settings import Settings
-    from loopguard.streams.app import Wiring, build_app
-    from loopguard.streams.metrics import Metrics
+    from loopguard.streams.processing.metrics import Metrics
+    from loopguard.streams.worker.app import Wiring, build_app
 
     def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring, None]:
         metrics = metrics if metrics is not None else Metrics()

@@ -58,8 +58,10 @@ sys.path.insert(0, str(REPO))
 from bench.pipeline import PARTITIONS, POLICY, _events_done, prefill, workload  # noqa: E402
 from loopguard.config import load_policy  # noqa: E402
 from loopguard.detectors import RunState, parse_event, process_event  # noqa: E402
-from loopguard.streams.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
-from loopguard.streams.processes import stop_process  # noqa: E402
+from loopguard.streams.embedded.child import free_port  # noqa: E402
+from loopguard.streams.embedded.processes import stop_process  # noqa: E402
+from loopguard.streams.embedded.tansu import EmbeddedBroker  # noqa: E402
+from loopguard.streams.kafka.admin import create_topics  # noqa: E402
 
 ACTIVE_RUNS = 10_000
 FLEET_SPAN_S = 900  # --order fleet: the runs start over 15 minutes (under the 30-minute TTL)

@@ -256,7 +256,7 @@ def _install() -> None:
     """Wrap assemble() to add the page, and Table() to pass MEMPROBE_TABLE_OPTIONS."""
     import faust
 
-    import loopguard.streams.worker as worker
+    import loopguard.streams.worker.run as worker
 
     options = json.loads(os.environ.get("MEMPROBE_TABLE_OPTIONS") or "null")
     if options:

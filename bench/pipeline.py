@@ -38,8 +38,9 @@ sys.path.insert(0, str(REPO))
 from bench.brokers import Broker, add_broker_argument, bench_broker, worker_env  # noqa: E402
 from bench.direct import direct_worker  # noqa: E402
 from bench.faust_floor import MODES as FLOOR_MODES  # noqa: E402
-from loopguard.streams.broker import create_topics, free_port  # noqa: E402
-from loopguard.streams.processes import stop_process  # noqa: E402
+from loopguard.streams.embedded.child import free_port  # noqa: E402
+from loopguard.streams.embedded.processes import stop_process  # noqa: E402
+from loopguard.streams.kafka.admin import create_topics  # noqa: E402
 
 PARTITIONS = 4
 RUNS = 1000

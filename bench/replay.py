@@ -34,9 +34,9 @@ sys.path.insert(0, str(REPO))
 from bench.pipeline import POLICY, RUNS, workload  # noqa: E402
 from loopguard.config import load_policy  # noqa: E402
 from loopguard.detectors import RunState, parse_event, process_event  # noqa: E402
-from loopguard.streams.compare import compare  # noqa: E402
-from loopguard.streams.inputs import FileInput  # noqa: E402
-from loopguard.streams.replay_jobs import ReplaySpec, replay_local, replay_sharded  # noqa: E402
+from loopguard.streams.audit.compare import compare  # noqa: E402
+from loopguard.streams.audit.inputs import FileInput  # noqa: E402
+from loopguard.streams.audit.replay_jobs import ReplaySpec, replay_local, replay_sharded  # noqa: E402
 
 TTL_MS = 1_800_000  # the CLI's default --idle-ttl
 

@@ -1,7 +1,7 @@
 """Wire input events (ARCHITECTURE.md) parsed into engine values, with label-safe reasons.
 
 `parse_event` is the one validator of input events: the worker, `loopguard replay` and the
-JSON Schema (streams/schema.py) all follow it. Unknown extra fields are ignored, so emitters
+JSON Schema (streams/wire/schema.py) all follow it. Unknown extra fields are ignored, so emitters
 may add fields (session_key, ts, …) without breaking older workers.
 """
 

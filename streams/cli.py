@@ -17,6 +17,7 @@ import orjson
 
 from loopguard.config import Policy, PolicyError, load_policy
 from loopguard.detectors.profiles import CONFIGURABLE, SEMANTICS, Semantics
+from loopguard.streams.audit.inputs import Bound, FileInput, InputError, TopicInput, parse_bound
 from loopguard.streams.cli_errors import (
     EXIT_CANNOT_WRITE,
     EXIT_FAILED,
@@ -25,7 +26,6 @@ from loopguard.streams.cli_errors import (
     CliError,
     describe,
 )
-from loopguard.streams.inputs import Bound, FileInput, InputError, TopicInput, parse_bound
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a filter cut off by `| head`
 DEFAULT_IDLE_TTL_S = 1800.0  # the worker's LOOPGUARD_RUN_IDLE_TTL_SECONDS default
@@ -78,8 +78,8 @@ def _jobs(value: int) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Run the engine offline over recorded events and print the decisions."""
-    from loopguard.streams.progress import TICK_EVERY, Progress
-    from loopguard.streams.replay_jobs import ReplaySpec, replay_local, replay_sharded
+    from loopguard.streams.audit.progress import TICK_EVERY, Progress
+    from loopguard.streams.audit.replay_jobs import ReplaySpec, replay_local, replay_sharded
 
     spec = ReplaySpec(
         _policy(args.policy, args.semantics), args.format == "table", _ttl_ms(args.idle_ttl)
@@ -118,7 +118,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """Print one run's timeline: every call, its hashes, the counts the rules saw, decisions."""
-    from loopguard.streams.explain import explain_run, render_json, render_table
+    from loopguard.streams.audit.explain import explain_run, render_json, render_table
 
     source = _source(args)
     timeline = explain_run(
@@ -133,7 +133,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Replay two policies over the same history and report what the candidate changes."""
-    from loopguard.streams.compare import compare, render_summary
+    from loopguard.streams.audit.compare import compare, render_summary
 
     source = _source(args)
     base = _policy(args.policy, args.semantics)
@@ -143,7 +143,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         report = compare(base, cand, source, _ttl_ms(args.idle_ttl))
         report.policy_names = (args.policy or "(defaults)", args.candidate)
         if html is not None:
-            from loopguard.streams.report_html import render_html
+            from loopguard.streams.audit.report_html import render_html
 
             html.write(render_html(report).encode())
     finally:
@@ -172,7 +172,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schemas of the wire input events."""
-    from loopguard.streams.schema import wire_schema
+    from loopguard.streams.wire.schema import wire_schema
 
     sys.stdout.write(orjson.dumps(wire_schema(), option=orjson.OPT_INDENT_2).decode() + "\n")
     return EXIT_OK
@@ -187,7 +187,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     """Start the embedded broker, a worker, and optionally the demo fleet."""
-    from loopguard.streams.up import up_main
+    from loopguard.streams.demo.up import up_main
 
     return up_main(demo=args.demo, runs=args.runs, broker_kind=args.broker)
 

@@ -50,8 +50,8 @@ class CliError(StreamError):
 def describe(exc: BaseException) -> tuple[str, int]:
     """The one-line message and exit code of any failure of a command."""
     from loopguard.config import PolicyError
-    from loopguard.streams.broker_wait import BrokerUnreachable
-    from loopguard.streams.inputs import InputError
+    from loopguard.streams.audit.inputs import InputError
+    from loopguard.streams.kafka.broker_wait import BrokerUnreachable
 
     if isinstance(exc, CliError):
         return exc.message, exc.code
@@ -71,7 +71,7 @@ def describe(exc: BaseException) -> tuple[str, int]:
         return "interrupted", EXIT_INTERRUPTED
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return f"cannot write: {exc.strerror}", EXIT_CANNOT_WRITE
-    if type(exc).__name__ == "BrokerError":  # streams.broker: a topic that does not exist
+    if type(exc).__name__ == "BrokerError":  # streams/kafka/admin.py: a topic that does not exist
         return str(exc), EXIT_NO_INPUT
     return (
         f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from loopguard.detectors.errors import LoopGuardError
 
-__all__ = ["StreamError"]
+__all__ = ["BrokerError", "StreamError"]
 
 
 class StreamError(LoopGuardError):
     """Root of every error the stream side raises on purpose."""
+
+
+class BrokerError(StreamError, RuntimeError):
+    """A broker cannot be found, started or stopped, or topics cannot be created or found."""

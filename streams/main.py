@@ -36,7 +36,7 @@ def worker_main() -> int:
     except ValidationError as exc:
         _report(exc)
         return 2
-    from loopguard.streams.worker import run_worker  # after validation: Faust is slow to import
+    from loopguard.streams.worker.run import run_worker  # after validation: Faust is slow to import
 
     return run_worker(settings)
 

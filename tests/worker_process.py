@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from loopguard.streams.broker import free_port
-from loopguard.streams.processes import stop_process
+from loopguard.streams.embedded.child import free_port
+from loopguard.streams.embedded.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[1]
 _VMRSS = re.compile(r"^VmRSS:\s+(\d+)\s+kB", re.MULTILINE)

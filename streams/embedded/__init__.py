@@ -1,4 +1,4 @@
-"""Brokers LoopGuard starts itself on 127.0.0.1: Apache Kafka here, Tansu in `streams.broker`."""
+"""Brokers LoopGuard starts itself on 127.0.0.1: Apache Kafka (`kafka`) and Tansu (`tansu`)."""
 
 from loopguard.streams.embedded.kafka import (
     KAFKA_VERSION,
@@ -8,9 +8,11 @@ from loopguard.streams.embedded.kafka import (
     install_jars,
     is_installed,
 )
+from loopguard.streams.embedded.tansu import EmbeddedBroker
 
 __all__ = [
     "KAFKA_VERSION",
+    "EmbeddedBroker",
     "KafkaBroker",
     "KafkaSetupError",
     "default_home",

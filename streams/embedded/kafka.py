@@ -24,7 +24,8 @@ import uuid
 from pathlib import Path
 from typing import Final, Self
 
-from loopguard.streams.broker import HOST, BrokerError, ChildBroker, free_port, kafka_ready
+from loopguard.streams.embedded.child import HOST, ChildBroker, free_port, kafka_ready
+from loopguard.streams.errors import BrokerError
 
 __all__ = [
     "KAFKA_VERSION",

@@ -2,7 +2,7 @@
 
 `RunDriver` turns input messages into decisions and dead letters, keeping each run's
 `RunState` in a per-partition cache over a `StateStore`. The stream worker drives it with
-Faust's messages, its table and its producers (streams/agent.py); tests drive it with plain
+Faust's messages, its table and its producers (streams/worker/agent.py); tests drive it with plain
 objects. A checkpoint writes every changed run once and evicts runs quiet for the cache idle
 time (stream time); the sweep deletes runs idle past the TTL (docs/architecture.md).
 """
@@ -29,10 +29,10 @@ from loopguard.detectors import (
     parse_event,
     process_event,
 )
-from loopguard.streams.codec import Rejected, decode_object, encode, run_key
-from loopguard.streams.deadletter import Origin, dead_letter
-from loopguard.streams.metrics import Metrics
+from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.processing.partition import LiveRun, PartitionRuns
+from loopguard.streams.wire.codec import Rejected, decode_object, encode, run_key
+from loopguard.streams.wire.deadletter import Origin, dead_letter
 
 __all__ = ["DriverLimits", "Message", "Outputs", "RunDriver", "StateStore"]
 

@@ -24,8 +24,8 @@ from typing import Any
 
 from loopguard.config import Policy
 from loopguard.detectors import Decision, RunState
-from loopguard.streams.replay import Replayer
-from loopguard.streams.simulate import fleet_events, interleave
+from loopguard.streams.audit.replay import Replayer
+from loopguard.streams.demo.simulate import fleet_events, interleave
 
 WireEvent = dict[str, Any]
 TOOL_EVENTS = frozenset({"tool_call", "tool_result"})

@@ -8,7 +8,7 @@
     control = await cluster.read(cluster.control)
 
 End offsets come from the producer's own acknowledgements, not from the broker: Tansu
-under-reports the end offsets of batched partitions (streams/topic_reader.py). The broker is
+under-reports the end offsets of batched partitions (streams/kafka/topic_reader.py). The broker is
 the session's (LOOPGUARD_TEST_BROKER); workers get only the settings it needs beyond a user's
 defaults (`worker_settings`).
 """
@@ -28,8 +28,8 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from loopguard.streams.broker import create_topics
-from loopguard.streams.topic_reader import TopicRecord, read_topic_records
+from loopguard.streams.kafka.admin import create_topics
+from loopguard.streams.kafka.topic_reader import TopicRecord, read_topic_records
 from tests.chaos.fleet import WireEvent, is_tool_event
 from tests.integration.conftest import SessionBroker, worker_settings
 from tests.worker_process import WorkerLauncher, WorkerProcess

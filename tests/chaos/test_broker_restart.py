@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from loopguard.config import load_policy
-from loopguard.streams.broker_watch import EXIT_BROKER_DATA_LOST
+from loopguard.streams.worker.broker_watch import EXIT_BROKER_DATA_LOST
 from tests.chaos.drive import run_fleet
 from tests.chaos.fleet import Fleet, Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster

@@ -2,7 +2,7 @@
 
 (1) The broker dies mid-stream (SIGKILL, no controlled shutdown) and comes back on the same
     ports with its log: the worker keeps running, reconnects and loses nothing; it must not
-    take the restart for a data loss (streams/broker_watch.py exits 75 only for that).
+    take the restart for a data loss (streams/worker/broker_watch.py exits 75 only for that).
 (2) The worker is SIGKILLed while the broker is down and restarting; a new worker starts once
     the broker is back and takes over from the committed offsets and the changelog.
 

@@ -1,7 +1,7 @@
 """Integration fixtures: one real broker per session, fresh topics and group per test.
 
 The broker is the one `LOOPGUARD_TEST_BROKER` names: `tansu` (default, the embedded Tansu
-of `streams/broker.py`) or `kafka` (Apache Kafka, `streams/embedded/kafka.py`; `make kafka`
+of `streams/embedded/tansu.py`) or `kafka` (Apache Kafka, `streams/embedded/kafka.py`; `make kafka`
 installs its jars). Tansu-only settings come from `worker_settings(kind)`, nowhere else.
 
     async def test_x(broker, topics, kafka):
@@ -26,8 +26,9 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from loopguard.streams.broker import EmbeddedBroker, create_topics, topic_partitions
 from loopguard.streams.embedded import KafkaBroker
+from loopguard.streams.embedded.tansu import EmbeddedBroker
+from loopguard.streams.kafka.admin import create_topics, topic_partitions
 
 PARTITIONS = 4
 _HERE = Path(__file__).parent
@@ -60,7 +61,7 @@ def lose_data(broker: SessionBroker) -> None:
 def worker_settings(broker: SessionBroker) -> dict[str, object]:
     """LOOPGUARD_* settings a worker needs on this broker beyond the defaults a user gets.
 
-    Tansu under-reports end offsets (streams/end_offsets.py), which trips Faust's recovery
+    Tansu under-reports end offsets (streams/kafka/end_offsets.py), which trips Faust's recovery
     consistency check; on Apache Kafka the worker runs with the check on, as users do.
     """
     return {"recovery_consistency_check": "false"} if isinstance(broker, EmbeddedBroker) else {}

@@ -8,13 +8,10 @@ import sys
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from loopguard.streams.broker import (
-    BrokerError,
-    EmbeddedBroker,
-    create_topics,
-    kafka_ready,
-    topic_partitions,
-)
+from loopguard.streams.embedded.child import kafka_ready
+from loopguard.streams.embedded.tansu import EmbeddedBroker
+from loopguard.streams.errors import BrokerError
+from loopguard.streams.kafka.admin import create_topics, topic_partitions
 
 pytestmark = pytest.mark.integration
 

@@ -7,9 +7,10 @@ import asyncio
 import pytest
 
 from loopguard.detectors import args_hash
-from loopguard.streams.broker import EmbeddedBroker, topic_partitions
-from loopguard.streams.client import ClientError, RuntimeClient, Topics, VerdictReply
-from loopguard.streams.simulate import fleet_events, simulate
+from loopguard.streams.client.runtime import ClientError, RuntimeClient, Topics, VerdictReply
+from loopguard.streams.demo.simulate import fleet_events, simulate
+from loopguard.streams.embedded.tansu import EmbeddedBroker
+from loopguard.streams.kafka.admin import topic_partitions
 
 from .conftest import KafkaIO, TopicSet
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from loopguard.config import load_policy
 from loopguard.detectors import InvalidEvent, parse_event
-from loopguard.streams.codec import Rejected, decode_object, run_key
+from loopguard.streams.wire.codec import Rejected, decode_object, run_key
 from tests.chaos.fleet import Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster
 from tests.chaos.invariants import decision_id

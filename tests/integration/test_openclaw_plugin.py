@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 import pytest
 
-from loopguard.streams.broker import EmbeddedBroker
-from loopguard.streams.client import RuntimeClient
+from loopguard.streams.client.runtime import RuntimeClient
+from loopguard.streams.embedded.tansu import EmbeddedBroker
 from tests.worker_process import REPO, WorkerLauncher
 
 from .conftest import TopicSet

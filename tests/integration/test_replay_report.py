@@ -17,7 +17,7 @@ from loopguard.streams.cli import main
 REPO = Path(__file__).parents[2]
 TRACES = REPO / "tests" / "data" / "traces"
 P1_RUN = "15fa1919-9e0b-4b9a-83ac-39b1736ab54a"
-CURRENT_RGB = (0x4C, 0x78, 0xA8)  # .a in streams/report_html.py
+CURRENT_RGB = (0x4C, 0x78, 0xA8)  # .a in streams/audit/report_html.py
 CANDIDATE_RGB = (0xF5, 0x85, 0x18)  # .b
 
 

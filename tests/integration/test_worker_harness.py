@@ -18,8 +18,8 @@ import loopguard.streams.processing.driver as driver_module
 from loopguard.config import load_policy
 from loopguard.config.settings import Settings
 from loopguard.detectors import RunState, parse_event, process_event
-from loopguard.streams.agent import RunProcessor
-from loopguard.streams.metrics import Metrics
+from loopguard.streams.processing.metrics import Metrics
+from loopguard.streams.worker.agent import RunProcessor
 
 POLICY = load_policy({"tools": {"loopDetection": {"enabled": True}}})
 

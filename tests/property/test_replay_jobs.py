@@ -1,6 +1,6 @@
 """`--jobs N` shards runs over N processes and merges: the output is byte-identical to one
 process, on generated fleets with interleaved runs, redeliveries, run ends, compactions,
-malformed lines and event times that make runs go idle (streams/replay_jobs.py)."""
+malformed lines and event times that make runs go idle (streams/audit/replay_jobs.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopguard.config import load_policy
+from loopguard.streams.audit.replay_jobs import (
+    ROUND_LINES,
+    ReplaySpec,
+    replay_local,
+    replay_sharded,
+)
 from loopguard.streams.cli import main
-from loopguard.streams.replay_jobs import ROUND_LINES, ReplaySpec, replay_local, replay_sharded
 
 LOW = {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5}
 POLICY = load_policy({"tools": {"loopDetection": {**LOW, "globalCircuitBreakerThreshold": 7}}})

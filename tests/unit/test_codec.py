@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from loopguard.streams.codec import Rejected, decode_object, encode
+from loopguard.streams.wire.codec import Rejected, decode_object, encode
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from loopguard.config import load_policy
+from loopguard.streams.audit.compare import compare
+from loopguard.streams.audit.inputs import FileInput
+from loopguard.streams.audit.replay import Rejected, Replayer, replay_items
 from loopguard.streams.cli import main
-from loopguard.streams.compare import compare
-from loopguard.streams.inputs import FileInput
-from loopguard.streams.replay import Rejected, Replayer, replay_items
 from tests.wire import RunScript
 
 TRACES = Path(__file__).parents[1] / "data" / "traces"

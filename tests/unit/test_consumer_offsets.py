@@ -18,8 +18,8 @@ from faust.types import TP
 from faust.types.tuples import Message
 
 from loopguard.config.settings import Settings
-from loopguard.streams.app import build_app
-from loopguard.streams.metrics import Metrics
+from loopguard.streams.processing.metrics import Metrics
+from loopguard.streams.worker.app import build_app
 
 TOPIC = "unit.tool-calls"
 

@@ -11,7 +11,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from loopguard.detectors import InvalidEvent, Outcome, parse_event
 from loopguard.detectors.hashing import args_hash
-from loopguard.streams.schema import WireEvent
+from loopguard.streams.wire.schema import WireEvent
 
 BASE = {"event_id": "e1", "run_id": "r1", "seq": 1}
 

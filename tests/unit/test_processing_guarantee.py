@@ -8,9 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from loopguard.config.settings import Settings
-from loopguard.streams.exactly_once import TransactionalOutbox
-from loopguard.streams.outbox import BatchOutbox
-from loopguard.streams.worker import assemble
+from loopguard.streams.processing.outbox import BatchOutbox
+from loopguard.streams.worker.exactly_once import TransactionalOutbox
+from loopguard.streams.worker.run import assemble
 
 
 def test_at_least_once_is_the_default_and_exactly_once_is_read_from_the_environment(

@@ -13,9 +13,9 @@ import pytest
 
 from loopguard.config import load_policy
 from loopguard.detectors import Decision
+from loopguard.streams.audit.inputs import Bound, FileInput, InputError, parse_bound
+from loopguard.streams.audit.replay import Replayer, replay_items
 from loopguard.streams.cli import main
-from loopguard.streams.inputs import Bound, FileInput, InputError, parse_bound
-from loopguard.streams.replay import Replayer, replay_items
 from tests.wire import RunScript
 
 REPO = Path(__file__).parents[2]

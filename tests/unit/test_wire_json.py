@@ -13,7 +13,7 @@ import pytest
 
 from loopguard.detectors import RunState, Thresholds, canonical_json, parse_event, process_event
 from loopguard.detectors.jsjson import NotJSON, dumps, loads
-from loopguard.streams.codec import Rejected, decode_object, encode
+from loopguard.streams.wire.codec import Rejected, decode_object, encode
 
 VECTORS: list[dict[str, Any]] = json.loads(
     (Path(__file__).parents[1] / "data" / "canonical_vectors.json").read_text(encoding="utf-8")

@@ -25,8 +25,8 @@ from loopguard.detectors.hashing import (
     result_hash,
 )
 from loopguard.detectors.values import JSON, Outcome
-from loopguard.streams.client import RuntimeClient, Topics
-from loopguard.streams.run_events import MISSING
+from loopguard.streams.client.run_events import MISSING
+from loopguard.streams.client.runtime import RuntimeClient, Topics
 
 VECTORS_PATH = Path(__file__).parents[1] / "data" / "wire_vectors.json"
 VECTORS: dict[str, Any] = json.loads(VECTORS_PATH.read_text(encoding="utf-8"))

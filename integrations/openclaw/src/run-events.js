@@ -1,5 +1,5 @@
 // One run's wire events, built without I/O: the same events, field for field and in the same
-// order, as the Python runtime client's streams/run_events.py (tests/data/wire_vectors.json).
+// order, as the Python runtime client's streams/client/run_events.py (tests/data/wire_vectors.json).
 // `seq` increases across all event types of the run; `event_id` is `<run_id>:<seq>`.
 import {
   DEFAULT_CHANNEL_TOOLS,

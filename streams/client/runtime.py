@@ -28,10 +28,10 @@ from aiokafka.errors import KafkaError
 from loopguard.detectors.hashing import DEFAULT_CHANNEL_TOOLS
 from loopguard.detectors.jsjson import NotJSON, dumps, loads
 from loopguard.detectors.values import JSON
-from loopguard.streams.broker import BrokerError, topic_partitions
-from loopguard.streams.codec import run_key
-from loopguard.streams.errors import StreamError
-from loopguard.streams.run_events import MISSING, Missing, RunEvents, WireEvent, utc_now
+from loopguard.streams.client.run_events import MISSING, Missing, RunEvents, WireEvent, utc_now
+from loopguard.streams.errors import BrokerError, StreamError
+from loopguard.streams.kafka.admin import topic_partitions
+from loopguard.streams.wire.codec import run_key
 
 __all__ = ["ClientError", "RunEvents", "RunHandle", "RuntimeClient", "Topics", "VerdictReply"]
 

@@ -25,8 +25,8 @@ from loopguard.detectors import (
     parse_event,
     process_event,
 )
-from loopguard.streams.codec import Rejected as CodecRejected
-from loopguard.streams.codec import decode_object, encode
+from loopguard.streams.wire.codec import Rejected as CodecRejected
+from loopguard.streams.wire.codec import decode_object, encode
 
 __all__ = [
     "MAX_LINE_BYTES",

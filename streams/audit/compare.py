@@ -16,7 +16,7 @@ from typing import Any
 
 from loopguard.config import Policy
 from loopguard.detectors import Decision, Event
-from loopguard.streams.replay import Rejected, Replayer
+from loopguard.streams.audit.replay import Rejected, Replayer
 
 __all__ = ["CompareReport", "RunOutcome", "compare", "render_summary"]
 

@@ -3,7 +3,7 @@
 With `LOOPGUARD_PROCESSING_GUARANTEE=exactly_once`, Faust writes through one transactional
 producer per partition and commits each transaction together with the input offsets acked so
 far (faust/transport/consumer.py, `TransactionManager.commit`). The worker writes a run's
-state only at the checkpoint before that commit (streams/agent.py), so a decision sent as
+state only at the checkpoint before that commit (streams/worker/agent.py), so a decision sent as
 soon as it is made could be committed in a transaction that holds neither its state nor its
 event's offset; after a crash the event is processed again from the older state and the
 decision is published a second time (measured: 19 duplicates read by a `read_committed`

@@ -21,9 +21,15 @@ from typing import Any, NamedTuple
 
 from loopguard.config import Policy
 from loopguard.detectors import Decision
-from loopguard.streams.codec import Rejected as CodecRejected
-from loopguard.streams.codec import decode_object
-from loopguard.streams.replay import Rejected, Replayer, ReplayStats, encode_decision, event_time_ms
+from loopguard.streams.audit.replay import (
+    Rejected,
+    Replayer,
+    ReplayStats,
+    encode_decision,
+    event_time_ms,
+)
+from loopguard.streams.wire.codec import Rejected as CodecRejected
+from loopguard.streams.wire.codec import decode_object
 
 __all__ = ["LineOutput", "ReplaySpec", "render_table", "replay_local", "replay_sharded"]
 

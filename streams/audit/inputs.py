@@ -143,9 +143,11 @@ def topic_items(
 
     Partitions are read one after the other, each in offset order. Without `end`, a partition
     is read until its reported end and then quiet for `idle_s` (Tansu reports too low an end
-    offset for partitions written in batches: streams/topic_reader.py).
+    offset for partitions written in batches: streams/kafka/topic_reader.py).
     """
-    from loopguard.streams.broker_wait import retry_until_reachable  # aiokafka: only for topics
+    from loopguard.streams.kafka.broker_wait import (
+        retry_until_reachable,  # aiokafka: only for topics
+    )
 
     loop = asyncio.new_event_loop()
     try:
@@ -189,7 +191,7 @@ class _TopicReader:
         """Connect and learn the partition count (the topic must exist)."""
         from aiokafka import AIOKafkaConsumer
 
-        from loopguard.streams.broker import topic_partitions
+        from loopguard.streams.kafka.admin import topic_partitions
 
         self.partitions = (await topic_partitions(self.bootstrap, [self.topic], self.wait_s))[
             self.topic

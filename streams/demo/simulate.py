@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from loopguard.detectors.values import JSON
-from loopguard.streams.client import RuntimeClient, TopicNames
-from loopguard.streams.run_events import MISSING, Missing, RunEvents, WireEvent
+from loopguard.streams.client.run_events import MISSING, Missing, RunEvents, WireEvent
+from loopguard.streams.client.runtime import RuntimeClient, TopicNames
 
 __all__ = ["HEALTHY", "LOOP_KINDS", "SimRun", "fleet_events", "fleet_plan", "simulate"]
 

@@ -1,5 +1,5 @@
 """The Faust app of one worker: topics, the run-state table, web routes (its consumer tuning
-lives with the other Faust internals in streams/faust_internals.py).
+lives with the other Faust internals in streams/worker/faust/internals.py).
 
 `build_app(settings, metrics)` returns a `Wiring`: the app and the channels the agent uses.
 It builds objects only; nothing connects to the broker until the worker starts.
@@ -13,8 +13,8 @@ from typing import Any
 import faust
 
 from loopguard.config.settings import Settings
-from loopguard.streams.faust_internals import LoopGuardApp
-from loopguard.streams.metrics import CONTENT_TYPE_LATEST, Metrics
+from loopguard.streams.processing.metrics import CONTENT_TYPE_LATEST, Metrics
+from loopguard.streams.worker.faust.internals import LoopGuardApp
 
 __all__ = ["TABLE_NAME", "Wiring", "build_app", "changelog_topic"]
 
@@ -72,7 +72,7 @@ def build_app(settings: Settings, metrics: Metrics) -> Wiring:
         processing_guarantee=settings.processing_guarantee,  # exactly_once: Kafka only
         web_in_thread=False,
         # Table changelog and dead letters share produce requests (decisions bypass linger:
-        # streams/outbox.py); batches large enough for one agent batch's decisions.
+        # streams/processing/outbox.py); batches large enough for one agent batch's decisions.
         producer_linger=0.005,
         producer_max_batch_size=512 * 1024,
         stream_buffer_maxsize=max(4096, 2 * settings.batch_max_events),

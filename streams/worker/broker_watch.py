@@ -28,7 +28,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from loopguard.streams.errors import StreamError
-from loopguard.streams.faust_internals import committed_offsets
+from loopguard.streams.worker.faust.internals import committed_offsets
 
 __all__ = [
     "EXIT_BROKER_DATA_LOST",

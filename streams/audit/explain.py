@@ -26,9 +26,9 @@ from loopguard.detectors import (
 )
 from loopguard.detectors.history import repeat_counts
 from loopguard.detectors.rules import known_poll, ping_pong, unknown_tool
-from loopguard.streams.codec import Rejected as CodecRejected
-from loopguard.streams.codec import decode_object
-from loopguard.streams.replay import Replayer
+from loopguard.streams.audit.replay import Replayer
+from loopguard.streams.wire.codec import Rejected as CodecRejected
+from loopguard.streams.wire.codec import decode_object
 
 __all__ = ["Row", "Timeline", "explain_run", "render_json", "render_table"]
 

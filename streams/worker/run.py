@@ -9,37 +9,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Iterable
-
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from loopguard.config import Policy, load_policy
 from loopguard.config.settings import Settings
-from loopguard.streams.agent import RunProcessor, install_agent
-from loopguard.streams.app import Wiring, build_app, changelog_topic
-from loopguard.streams.broker_wait import BrokerUnreachable, retry_until_reachable
-from loopguard.streams.broker_watch import (
+from loopguard.streams.cli_errors import EXIT_BROKER_UNREACHABLE
+from loopguard.streams.kafka.admin import create_topics
+from loopguard.streams.kafka.broker_wait import BrokerUnreachable, retry_until_reachable
+from loopguard.streams.processing.metrics import Metrics
+from loopguard.streams.processing.outbox import BatchOutbox, Outbox
+from loopguard.streams.worker.agent import RunProcessor, install_agent
+from loopguard.streams.worker.app import Wiring, build_app, changelog_topic
+from loopguard.streams.worker.broker_watch import (
     EXIT_BROKER_DATA_LOST,
     BrokerWatch,
     discard_orphaned_state,
 )
-from loopguard.streams.cli_errors import EXIT_BROKER_UNREACHABLE
-from loopguard.streams.errors import StreamError
-from loopguard.streams.exactly_once import TransactionalOutbox
-from loopguard.streams.faust_internals import QuietWorker
-from loopguard.streams.metrics import Metrics
-from loopguard.streams.outbox import BatchOutbox, Outbox
+from loopguard.streams.worker.exactly_once import TransactionalOutbox
+from loopguard.streams.worker.faust.internals import QuietWorker
 
-__all__ = ["TopicSetupError", "assemble", "ensure_topics", "run_worker"]
+__all__ = ["assemble", "ensure_topics", "run_worker"]
 
 log = logging.getLogger(__name__)
 
-_TOPIC_ALREADY_EXISTS = 36
 BROKER_WATCH_INTERVAL_S = 2.0
-
-
-class TopicSetupError(StreamError, RuntimeError):
-    """The worker's topics cannot be created or exist with the wrong partition count."""
 
 
 async def ensure_topics(settings: Settings, wait_s: float = 15.0) -> None:
@@ -49,52 +41,14 @@ async def ensure_topics(settings: Settings, wait_s: float = 15.0) -> None:
     auto.create.topics.enable) would otherwise create them with their default partition count.
     """
     changelog = changelog_topic(settings)
-    names = [*settings.input_topics, settings.topic_control, settings.topic_dead_letter]
-    new = [NewTopic(n, settings.partitions, settings.replication_factor) for n in names]
-    new.append(
-        NewTopic(
-            changelog,
-            settings.partitions,
-            settings.replication_factor,
-            topic_configs={"cleanup.policy": "compact"},
-        )
+    await create_topics(
+        settings.bootstrap_servers,
+        [*settings.input_topics, settings.topic_control, settings.topic_dead_letter, changelog],
+        settings.partitions,
+        replication_factor=settings.replication_factor,
+        configs={changelog: {"cleanup.policy": "compact"}},
+        wait=wait_s,
     )
-    admin = AIOKafkaAdminClient(
-        bootstrap_servers=settings.bootstrap_servers, request_timeout_ms=int(wait_s * 1000)
-    )
-    await admin.start()
-    try:
-        response = await admin.create_topics(new, timeout_ms=int(wait_s * 1000))
-        for topic, code, *rest in response.topic_errors:
-            if code not in (0, _TOPIC_ALREADY_EXISTS):
-                detail = rest[0] if rest else ""
-                raise TopicSetupError(f"cannot create topic {topic!r}: error {code} {detail}")
-        await _verify(admin, [*names, changelog], settings.partitions, wait_s)
-    finally:
-        await admin.close()
-
-
-async def _verify(
-    admin: AIOKafkaAdminClient, names: Iterable[str], partitions: int, wait_s: float
-) -> None:
-    """Wait until every topic is visible with `partitions` partitions (all-topics metadata)."""
-    wanted = list(names)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s
-    while True:
-        # describe_topics() without names lists all topics, so it never auto-creates one.
-        found = {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics()}
-        wrong = {n: found[n] for n in wanted if n in found and found[n] != partitions}
-        if wrong:
-            raise TopicSetupError(
-                f"topics exist with a partition count other than {partitions}: {wrong}"
-            )
-        missing = [n for n in wanted if n not in found]
-        if not missing:
-            return
-        if loop.time() >= deadline:
-            raise TopicSetupError(f"topics not visible after {wait_s}s: {missing}")
-        await asyncio.sleep(0.05)
 
 
 def _policy(settings: Settings) -> Policy:
@@ -109,7 +63,7 @@ def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring
     settings.worker_data_dir.mkdir(parents=True, exist_ok=True)
     wiring = build_app(settings, metrics)
     # Exactly-once: decisions go through Faust's transactional producers at the checkpoint
-    # (streams/exactly_once.py); BatchOutbox writes to the plain producer, outside them.
+    # (streams/worker/exactly_once.py); BatchOutbox writes to the plain producer, outside them.
     outbox: Outbox = (
         TransactionalOutbox(wiring)
         if settings.processing_guarantee == "exactly_once"
@@ -127,7 +81,7 @@ def run_worker(settings: Settings) -> int:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     discard_orphaned_state(settings.worker_data_dir)  # left by a broker that lost its data
-    try:  # a broker started beside the worker may not be up yet (streams/broker_wait.py)
+    try:  # a broker started beside the worker may not be up yet (streams/kafka/broker_wait.py)
         loop.run_until_complete(
             retry_until_reachable(
                 lambda: ensure_topics(settings), settings.broker, settings.broker_wait_seconds
@@ -172,7 +126,7 @@ def _install_broker_watch(wiring: Wiring, settings: Settings) -> BrokerWatch:
 
     @wiring.app.timer(interval=BROKER_WATCH_INTERVAL_S)  # type: ignore[untyped-decorator]  # Faust's timer decorator is untyped
     async def broker_watch() -> None:
-        """See streams/broker_watch.py."""
+        """See streams/worker/broker_watch.py."""
         await watch.check()
 
     return watch

@@ -18,15 +18,15 @@ from typing import Any
 
 from loopguard.config import Policy
 from loopguard.config.settings import Settings
-from loopguard.streams.app import Wiring
-from loopguard.streams.faust_internals import (
+from loopguard.streams.processing import DriverLimits, RunDriver
+from loopguard.streams.processing.metrics import Metrics
+from loopguard.streams.processing.outbox import FaustOutbox, Outbox
+from loopguard.streams.worker.app import Wiring
+from loopguard.streams.worker.faust.internals import (
     TableStore,
     drain_producer_buffer,
     size_producer_buffer,
 )
-from loopguard.streams.metrics import Metrics
-from loopguard.streams.outbox import FaustOutbox, Outbox
-from loopguard.streams.processing import DriverLimits, RunDriver
 
 __all__ = ["RunProcessor", "install_agent"]
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from aiokafka.partitioner import murmur2
 
 from loopguard.streams.errors import StreamError
-from loopguard.streams.faust_internals import started_producer
+from loopguard.streams.worker.faust.internals import started_producer
 
 __all__ = ["BatchOutbox", "FaustOutbox", "Outbox", "OutputLost"]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from loopguard.streams.broker import topic_partitions
+from loopguard.streams.kafka.admin import topic_partitions
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,9 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from loopguard.detectors.jsjson import loads
-from loopguard.streams.broker import BrokerError, EmbeddedBroker, free_port, topic_partitions
-from loopguard.streams.client import Topics
+from loopguard.streams.client.runtime import Topics
+from loopguard.streams.demo.simulate import simulate
+from loopguard.streams.embedded.child import free_port
 from loopguard.streams.embedded.kafka import (
     KAFKA_VERSION,
     KafkaBroker,
@@ -33,8 +34,10 @@ from loopguard.streams.embedded.kafka import (
     install_jars,
     is_installed,
 )
-from loopguard.streams.processes import stop_process
-from loopguard.streams.simulate import simulate
+from loopguard.streams.embedded.processes import stop_process
+from loopguard.streams.embedded.tansu import EmbeddedBroker
+from loopguard.streams.errors import BrokerError
+from loopguard.streams.kafka.admin import topic_partitions
 
 READY_TIMEOUT_S = 90.0
 DEMO_POLICY = "// written by `loopguard up`\n{tools: {loopDetection: {enabled: true}}}\n"

@@ -7,15 +7,16 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   hard-coded to 1500 (faust/transport/drivers/aiokafka.py; no setting, no upstream issue
   found). Tansu holds every fetch for about half of it: ~400 ms on each verdict.
 - Table recovery end offsets: Tansu under-reports the end of batched partitions, so Faust's
-  recovery stopped early (streams/end_offsets.py probes past it).
+  recovery stopped early (streams/kafka/end_offsets.py probes past it).
 - Seek with the flow stopped: faust-streaming/faust #596 (a race in recovery leaves gaps in
   acked offsets and blocks committing), #216 (recovery resumes fetching before seeking).
 - Gap bookkeeping: faust-streaming/faust #606 (wrong offset commit in case of gaps).
 - Commit hook: Faust has no public "before commit" hook; every commit path ends in
   `force_commit`, which we wrap.
 - Producer: the started AIOKafkaProducer (`_ensure_producer`) and its buffer, for batches we
-  build ourselves (streams/outbox.py) and a full drain before a commit.
-- Committed offsets: Faust's own record (`_committed_offset`), read by streams/broker_watch.py.
+  build ourselves (streams/processing/outbox.py) and a full drain before a commit.
+- Committed offsets: Faust's own record (`_committed_offset`), read by
+  streams/worker/broker_watch.py.
 - Worker spinner: at WARN and above Faust keeps a spinner and sets the root logger to DEBUG.
 - Table routing: a Faust table picks the partition of a read or write from the *current
   event* (`faust.streams._current_event`, a context variable), and offers no public way to
@@ -36,7 +37,7 @@ import faust
 from faust.streams import _current_event
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from loopguard.streams.end_offsets import probe_end_offsets
+from loopguard.streams.kafka.end_offsets import probe_end_offsets
 
 __all__ = [
     "LoopGuardApp",
@@ -108,7 +109,7 @@ class _TunedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         """End offsets for table recovery, probed past what the broker reports.
 
         Tansu under-reports the end of batched partitions, so Faust's recovery stopped early
-        and workers resumed with stale run states (streams/end_offsets.py; tests/chaos).
+        and workers resumed with stale run states (streams/kafka/end_offsets.py; tests/chaos).
         """
         reported = await super()._highwaters(partitions)
         app = self.app

@@ -1,0 +1,1 @@
+"""Audits offline: streaming and parallel replay, explain, compare, the HTML report."""

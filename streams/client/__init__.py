@@ -1,0 +1,25 @@
+"""The runtime SDK: agent runtimes publish tool events and receive verdicts and commands.
+
+Import from here (`from loopguard.streams.client import RuntimeClient`); the names below are
+the whole public surface (tests/unit/test_client_surface.py).
+"""
+
+from loopguard.streams.client.run_events import MISSING, Missing, RunEvents
+from loopguard.streams.client.runtime import (
+    ClientError,
+    RunHandle,
+    RuntimeClient,
+    Topics,
+    VerdictReply,
+)
+
+__all__ = [
+    "MISSING",
+    "ClientError",
+    "Missing",
+    "RunEvents",
+    "RunHandle",
+    "RuntimeClient",
+    "Topics",
+    "VerdictReply",
+]

@@ -1,0 +1,1 @@
+"""The demo: a simulated fleet (`simulate`) and `loopguard up`."""

@@ -1,6 +1,8 @@
-"""The loop-detection policy (SPEC §2): load an openclaw.json, overlay per agent, resolve.
+"""The loop-detection policy: load an openclaw.json, overlay per agent, resolve.
 
-Choices where SPEC §2 is silent:
+Rules: docs/semantics.md §2.
+
+Choices where docs/semantics.md §2 is silent:
 - Only the path to each block is checked: `tools`, `agents` and each agent entry (and its
   `tools`) must be objects, `agents.list` an array and `agents.entries` an object when
   present, else an error at their path. Every other key of the file is ignored, whatever it
@@ -19,7 +21,7 @@ Choices where SPEC §2 is silent:
 - A file is read as UTF-8 JSON5; a repeated key keeps its last value, as JSON5.parse does.
 - Resolved thresholds are computed once per agent at load, so `for_agent` is a dict lookup;
   ids without a block (and None) get the global result.
-- Channel tools (SPEC §3 rule 7) are service settings, not policy: `with_channel_tools`
+- Channel tools (docs/semantics.md §3 rule 7) are service settings, not policy: `with_channel_tools`
   bakes them into every resolved `Thresholds`.
 """
 
@@ -98,8 +100,8 @@ def _resolve(
             detectors, lambda d: d.known_poll_no_progress, _DEFAULTS.known_poll_no_progress
         ),
         ping_pong=_pick(detectors, lambda d: d.ping_pong, _DEFAULTS.ping_pong),
-        # SPEC §2: the guard is on unless `enabled` is exactly false; unset leaves it on even
-        # though the rolling detectors stay off.
+        # docs/semantics.md §2: the guard is on unless `enabled` is exactly false; unset
+        # leaves it on even though the rolling detectors stay off.
         post_compaction_guard=enabled is not False,
         post_compaction_window_size=_pick(
             guards, lambda g: g.window_size, _DEFAULTS.post_compaction_window_size

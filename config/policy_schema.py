@@ -1,13 +1,15 @@
-"""Schema of one `tools.loopDetection` block: strict pydantic models and SPEC §2's validation.
+"""Schema of one `tools.loopDetection` block: strict pydantic models and its validation.
+
+Rules: docs/semantics.md §2.
 
     PolicyError           a policy that cannot be used; `.issues` lists every problem
     └── .issues: list[PolicyIssue(path, message)]
 
 `validate_block` checks one block on its own and reports every problem as a `PolicyIssue`
 whose path is the full path in the file (`agents.list[2].tools.loopDetection.historySize`).
-pydantic checks keys and value types; its errors are translated into SPEC's paths and into
-messages that name the culprit and the valid alternatives. The two ordering checks run on the
-raw values, outside pydantic, so they are reported even when another key of the block fails
+pydantic checks keys and value types; its errors are translated into the documented paths
+and into messages that name the culprit and the valid alternatives. The two ordering checks run
+on the raw values, outside pydantic, so they are reported even when another key of the block fails
 (a pydantic `model_validator` would be skipped then).
 """
 

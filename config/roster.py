@@ -9,7 +9,7 @@ Choices (docs/semantics.md, "Policy shapes"):
   error at `agents.list` (the block would silently never apply).
 - Keyed ids are normalised as OpenClaw normalises agent ids (trim, lower-case, other
   characters as `-`), so `"Safe Runner"` is the agent `safe-runner`; two keys naming the same
-  agent are an error when either has a block. List ids stay exact (SPEC §2).
+  agent are an error when either has a block. List ids stay exact (docs/semantics.md §2).
 - `default: true` marks the agent whose block applies to events without `agent_id`. It must
   be a boolean; more than one marked agent, or a marker under `agents.ownership: "explicit"`
   (where OpenClaw ignores markers), is an error at the marker. OpenClaw's sole-agent fallback

@@ -1,4 +1,6 @@
-"""Canonical JSON (SPEC §3): the exact text OpenClaw's stableStringify writes, so hashes match.
+"""Canonical JSON: the exact text OpenClaw's stableStringify writes, so hashes match.
+
+Rules: docs/semantics.md §3.
 
 A Python `str` stands for the JavaScript string of its code points' UTF-16 units: an astral
 character and a surrogate pair written as two code points are the same JavaScript string.
@@ -243,7 +245,7 @@ def _is_plain(v: Any) -> bool:
 
 
 def canonical_json_bytes(value: JSONLike) -> bytes:
-    """The canonical JSON of a value (SPEC §3) as UTF-8, byte-identical to OpenClaw's."""
+    """The canonical JSON of a value (docs/semantics.md §3) as UTF-8, as OpenClaw writes it."""
     try:
         if _is_plain(value):
             return orjson.dumps(value, option=_ORJSON_OPTIONS)
@@ -254,7 +256,7 @@ def canonical_json_bytes(value: JSONLike) -> bytes:
 
 
 def canonical_json(value: JSONLike) -> str:
-    """The canonical JSON text of a value (SPEC §3), byte-identical to OpenClaw's."""
+    """The canonical JSON text of a value (docs/semantics.md §3), byte-identical to OpenClaw's."""
     return canonical_json_bytes(value).decode()
 
 

@@ -1,4 +1,4 @@
-"""compaction_loop_persisted (SPEC §8): the loop survived an auto-compaction.
+"""compaction_loop_persisted (docs/semantics.md §8): the loop survived an auto-compaction.
 
 A compaction arms the guard for `windowSize` recorded outcomes. If `windowSize` of them are
 the same (tool, args, result), the run is aborted. Outcomes are taken in `seq` order: only

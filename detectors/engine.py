@@ -1,8 +1,8 @@
 """The decision order of each semantics profile (docs/semantics.md) and warning publication.
 
-configurable: SPEC §6. openclaw-2026.9: the same rules over 2026.9's counts (vetoes count, exec
-failures keep their identity), its two changed messages, argument churn as rule 8, and the
-argument-churn liveness signal on poll and ping-pong warnings.
+configurable: docs/semantics.md §6. openclaw-2026.9: the same rules over 2026.9's counts
+(vetoes count, exec failures keep their identity), its two changed messages, argument churn as
+rule 8, and the argument-churn liveness signal on poll and ping-pong warnings.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from loopguard.detectors.state import RunState
 from loopguard.detectors.streaks import no_progress_2026_9, recent_count
 from loopguard.detectors.values import Record, Thresholds, ToolCall, Verdict
 
-BUCKET_SIZE = 10  # fixed by SPEC §7.3, whatever warningThreshold is
+BUCKET_SIZE = 10  # fixed by docs/semantics.md §7.3, whatever warningThreshold is
 MAX_BUCKET_KEYS = 256
 
 

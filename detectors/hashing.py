@@ -1,4 +1,6 @@
-"""Tool-name normalisation, args_hash, result_hash and unknown-tool extraction (SPEC §1, §3).
+"""Tool-name normalisation, args_hash, result_hash and unknown-tool extraction.
+
+Rules: docs/semantics.md §1, §3.
 
 Every function is pure and matches OpenClaw byte for byte, so hashes interoperate.
 """
@@ -112,7 +114,7 @@ def outcome_text(result: JSON | _Undefined) -> str:
 
 
 def unknown_tool_name(error_text: str) -> str | None:
-    """The lower-cased missing tool named by an error text, or None (SPEC §3)."""
+    """The lower-cased missing tool named by an error text, or None (docs/semantics.md §3)."""
     text = js_trim(error_text)
     if not text:
         return None
@@ -235,7 +237,7 @@ def result_hash(
     outcome: Outcome,
     channel_tools: frozenset[str] = DEFAULT_CHANNEL_TOOLS,
 ) -> str | None:
-    """SPEC §3 result_hash of an outcome of `tool` (normalised) called with `args`; None if none."""
+    """The result hash (docs/semantics.md §3) of `tool`'s outcome for `args`, or None."""
     kind = outcome.kind
     if kind == "error":
         return "error:" + digest(error_text(outcome.value))

@@ -1,4 +1,6 @@
-"""Per-run tool-call history (SPEC §4) and the counts every rule reads from it (SPEC §5).
+"""Per-run tool-call history and the counts every rule reads from it.
+
+Rules: docs/semantics.md §4 (history) and §5 (counts).
 
 History is a list of `Record`, oldest first, at most `historySize` long. Helper counts walk
 it newest first; none of them include the call being decided.

@@ -1,8 +1,8 @@
 """History updates of the openclaw-2026.9 profile: outcome facts and veto records.
 
 A record is pending while it has neither a hash nor an outcome kind; an outcome pairs with
-the newest pending record of its call as in SPEC §4 and keeps all its facts. A block leaves
-a veto record (OpenClaw's runner records the blocked result it answers the model with), and
+the newest pending record of its call as in docs/semantics.md §4 and keeps all its facts. A block
+leaves a veto record (OpenClaw's runner records the blocked result it answers the model with), and
 the echo of that block — a veto result with the vetoed call's `tool_call_id` — adds nothing
 (docs/semantics.md, "History").
 

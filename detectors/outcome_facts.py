@@ -65,7 +65,7 @@ _ALIASES_2026_9: Final = {"cron": "automations"}
 
 
 def retool_2026_9(tool: str) -> str:
-    """A SPEC-normalised tool name as OpenClaw 2026.9's runner normalises it."""
+    """A normalised tool name (docs/semantics.md §3) as OpenClaw 2026.9's runner normalises it."""
     return _ALIASES_2026_9.get(tool, tool)
 
 

@@ -1,4 +1,4 @@
-"""`process_event`: SPEC §7–§9 for one wire event, producing control-topic decisions.
+"""`process_event`: docs/semantics.md §7–§9 for one wire event, producing control-topic decisions.
 
 Every decision has an id derived from (run_id, trigger event_id, kind), so a replay or a
 redelivery produces the same ids and consumers can drop duplicates.

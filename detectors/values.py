@@ -50,7 +50,7 @@ _HASHING: ModuleType | None = None
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
-    """Resolved loop-detection policy for one agent (SPEC §2): the policy keys in snake_case."""
+    """Resolved loop-detection policy of one agent (docs/semantics.md §2), keys in snake_case."""
 
     enabled: bool = False
     history_size: int = 30
@@ -72,7 +72,7 @@ class Thresholds:
 # immutable by contract (the engine never assigns to them) and hashable like frozen ones.
 @dataclass(slots=True, unsafe_hash=True)
 class ToolCall:
-    """One tool invocation (SPEC §1): `ToolCall("read", {"path": "/a"}, "c1")`.
+    """One tool invocation (docs/semantics.md §1): `ToolCall("read", {"path": "/a"}, "c1")`.
 
     The tool name is normalised and `args_hash` computed on construction; in privacy mode
     give `args_hash` (and `action`, the args' action) instead of `args`. Raw args are kept only
@@ -139,7 +139,7 @@ class Outcome:
 
 @dataclass(slots=True, unsafe_hash=True)
 class Record:
-    """One history entry (SPEC §1).
+    """One history entry (docs/semantics.md §1).
 
     `tool_call_id` only matters while the record is pending (it pairs the outcome with its
     call), so it takes no part in equality and is not persisted once the outcome is in.

@@ -1,4 +1,4 @@
-"""global_circuit_breaker (SPEC §6 rule 2): identical no-progress outcomes, any tool.
+"""global_circuit_breaker (docs/semantics.md §6 rule 2): identical no-progress outcomes, any tool.
 
 no_progress ≥ globalCircuitBreakerThreshold → critical, whatever the detector flags say.
 

@@ -1,4 +1,4 @@
-"""generic_repeat (SPEC §6 rules 7–8): the same call again and again.
+"""generic_repeat (docs/semantics.md §6 rules 7–8): the same call again and again.
 
 no_progress ≥ criticalThreshold → critical (outcomes prove no progress); otherwise
 recent_count (same tool and args in the window, pending included) ≥ warningThreshold →

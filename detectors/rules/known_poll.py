@@ -1,4 +1,6 @@
-"""known_poll_no_progress (SPEC §6 rules 3–4): a polling call whose result never changes.
+"""known_poll_no_progress: a polling call whose result never changes.
+
+Rules 3–4 of docs/semantics.md §6.
 
 Known polls: `command_status`, and `process` with action `poll` or `log`. no_progress ≥
 criticalThreshold → critical; ≥ warningThreshold → warning. Known polls never reach the

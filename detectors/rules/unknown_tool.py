@@ -1,4 +1,6 @@
-"""unknown_tool_repeat (SPEC §6 rule 1): a model keeps calling a tool that does not exist.
+"""unknown_tool_repeat: a model keeps calling a tool that does not exist.
+
+Rule 1 of docs/semantics.md §6.
 
 Streak = newest consecutive records of the current tool whose errors name the same missing
 tool. Streak ≥ unknownToolThreshold → critical, whatever the detector flags say.

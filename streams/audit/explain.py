@@ -1,7 +1,7 @@
 """`loopguard explain RUN_ID`: one run's timeline with the evidence behind every decision.
 
 For each of the run's events: its call number, tool, args hash and outcome hash; before each
-call, the counts every rule reads (SPEC §5: no_progress, recent_count, unknown_streak,
+call, the counts every rule reads (docs/semantics.md §5: no_progress, recent_count, unknown_streak,
 ping_pong); the post-compaction guard's window; and the decisions with their detector, count,
 warning key and message. The run is replayed exactly as `loopguard replay` does (same decoder,
 same idle TTL), only the other runs' events are not fed.

@@ -30,7 +30,7 @@ WireEvent = dict[str, Any]
 class Missing(Enum):
     """The type of `MISSING`."""
 
-    MISSING = auto()  # tells "no error" from `error=None`, which is an error (SPEC §3)
+    MISSING = auto()  # tells "no error" from `error=None`, which is an error (docs/semantics.md §3)
 
 
 MISSING: Final = Missing.MISSING

@@ -88,7 +88,7 @@ def text_result(text: str, **details: Any) -> dict[str, Any]:
 
 
 def veto_result(message: str = "CRITICAL: blocked") -> dict[str, Any]:
-    """The blocked result a runtime answers the model with (SPEC §7.2)."""
+    """The blocked result a runtime answers the model with (docs/semantics.md §7.2)."""
     return text_result(message, status="blocked", deniedReason="tool-loop", reason=message)
 
 

@@ -27,7 +27,7 @@ def _config(rng: random.Random) -> dict[str, Any]:
     if rng.random() < 0.7:
         cfg["tools"] = {"loopDetection": _flag(rng)}
     keyed = rng.random() < 0.75
-    # List ids are matched exactly (SPEC §2), so list rosters use ids already canonical.
+    # List ids are matched exactly (docs/semantics.md §2): list rosters use canonical ids.
     pool = IDS if keyed else [i for i in IDS if i == i.strip().lower() and "." not in i]
     ids = rng.sample(pool, rng.randint(1, min(4, len(pool))))
     marked = rng.choice([None, *ids])
@@ -70,7 +70,7 @@ def test_every_agent_gets_openclaws_loop_detection_and_guard(openclaw) -> None:
             if (th := policy.for_agent(agent_id))
         }
         if "entries" not in cfg["agents"]:
-            # LoopGuard matches list ids exactly (SPEC §2); OpenClaw normalises them.
+            # LoopGuard matches list ids exactly (docs/semantics.md §2); OpenClaw normalises them.
             ours = {k: v for k, v in ours.items() if k.strip().lower() == k and "." not in k}
             answer["agents"] = {k: v for k, v in answer["agents"].items() if k in ours}
         assert (cfg, ours) == (cfg, answer["agents"])

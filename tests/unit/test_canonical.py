@@ -1,4 +1,4 @@
-"""Canonical JSON (SPEC §3) against JavaScript's own output, plus the Python-only cases."""
+"""Canonical JSON (docs/semantics.md §3) against JavaScript's own output, plus Python-only cases."""
 
 from __future__ import annotations
 

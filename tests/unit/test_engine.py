@@ -1,4 +1,4 @@
-"""The rolling detectors through process_event: SPEC §6–§7 and the §10 worked examples."""
+"""The rolling detectors through process_event: docs/semantics.md §6–§7, §10's examples."""
 
 from __future__ import annotations
 

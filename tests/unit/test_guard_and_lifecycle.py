@@ -1,4 +1,4 @@
-"""Post-compaction guard (SPEC §8), run scope, redelivery and run_end (SPEC §9)."""
+"""Post-compaction guard, run scope, redelivery and run_end (docs/semantics.md §8, §9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The loop-detection policy (SPEC §2): loading, validation, per-agent overlay, resolution."""
+"""The loop-detection policy (docs/semantics.md §2): loading, validation, overlay, resolution."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-// Canonical JSON (LoopGuard SPEC §3): the text OpenClaw's stableStringify writes, so the
+// Canonical JSON (LoopGuard docs/semantics.md §3): the text OpenClaw's stableStringify writes, so the
 // hashes this plugin computes in privacy mode equal the worker's and OpenClaw's own.
 import { createHash } from "node:crypto";
 

@@ -1,5 +1,5 @@
 // Tool-name normalisation, args_hash, result_hash and unknown-tool extraction (LoopGuard
-// SPEC §3), the same functions as the worker's detectors/hashing.py: the shared vectors in
+// docs/semantics.md §3), the same functions as the worker's detectors/hashing.py: the shared vectors in
 // tests/data/wire_vectors.json prove both give the same hashes.
 import { canonicalJson, digest } from "./canonical.js";
 import { createHash } from "node:crypto";
@@ -97,7 +97,7 @@ function pollOutcome(action, details, text) {
   const fields = action === "log"
     ? ["totalLines", "totalChars", "truncated", "exitCode", "exitSignal"]
     : ["exitCode", "exitSignal", "aggregated"];
-  const out = { action, status: details.status }; // absent status stays undefined (SPEC §3 rule 6)
+  const out = { action, status: details.status }; // absent status stays undefined (docs/semantics.md §3 rule 6)
   for (const field of fields) out[field] = details[field] ?? null;
   out.text = text;
   return out;
@@ -135,7 +135,7 @@ function isSend(tool, args, channelTools) {
 }
 
 /**
- * SPEC §3 result_hash of an outcome of `tool` called with `args`: `{error}` (any value, null
+ * docs/semantics.md §3 result_hash of an outcome of `tool` called with `args`: `{error}` (any value, null
  * included, is an error) or `{result}`; null when there is nothing to hash.
  */
 export function resultHash(tool, args, outcome, channelTools = DEFAULT_CHANNEL_TOOLS) {
@@ -158,7 +158,7 @@ export function resultHash(tool, args, outcome, channelTools = DEFAULT_CHANNEL_T
   return createHash("sha256").update(canonicalJson({ details, text }), "utf8").digest("hex");
 }
 
-/** The unknown tool an outcome's error names (SPEC §3), or null for results. */
+/** The unknown tool an outcome's error names (docs/semantics.md §3), or null for results. */
 export function outcomeUnknownToolName(outcome) {
   return Object.hasOwn(outcome, "error") ? unknownToolName(errorText(outcome.error)) : null;
 }

@@ -172,7 +172,7 @@ export class LoopGuardPlugin {
     const toolCallId = event.toolCallId ?? ctx.toolCallId ?? null;
     const key = callKey(runId, toolCallId);
     if (this.vetoed.delete(key) && isPluginVetoResult(event.result)) {
-      this.stats.vetoResultsSkipped += 1; // our own block is no outcome (SPEC §3 rule 4)
+      this.stats.vetoResultsSkipped += 1; // our own block is no outcome (docs/semantics.md §3 rule 4)
       return;
     }
     const run = this.#run(runId, ctx);

@@ -1,10 +1,10 @@
-"""Workload E of BENCH.md: the engine alone (no broker, no JSON decoding).
+"""Workload E of docs/benchmarks.md: the engine alone (no broker, no JSON decoding).
 
     python bench/engine.py [--quick] [--runs 3]
 
 Prints one JSON line per mode with the median calls/s of `--runs` runs after one warm-up,
-and the ratio to OpenClaw's Node.js baseline (97k calls/s, the middle of BENCH.md's 89–105k
-range, measured on this machine class; it cannot be re-measured here without OpenClaw).
+and the ratio to OpenClaw's Node.js baseline (97k calls/s, the middle of docs/benchmarks.md's
+89–105k range, measured on this machine class; it cannot be re-measured here without OpenClaw).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ BURST_KINDS = [0, 4, 6, 8, 9]
 
 
 def kind(mode: str, i: int) -> int:
-    """The call kind r of BENCH.md for call i in a mode."""
+    """The call kind r of docs/benchmarks.md for call i in a mode."""
     if mode == "unique":
         return 0
     if mode == "mixed":

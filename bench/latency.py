@@ -1,4 +1,4 @@
-"""Workload L (../shared/BENCH.md): produce -> verdict latency of one worker vs an echo relay.
+"""Workload L (docs/benchmarks.md): produce -> verdict latency of one worker vs an echo relay.
 
     python bench/latency.py            # 1,000 calls/s; 10 s warm-up + 3 x 60 s per side
     python bench/latency.py --quick    # 2 s warm-up + 2 x 5 s per side

@@ -1,4 +1,4 @@
-"""Workload P (../shared/BENCH.md): one worker over a pre-filled topic vs a plain aiokafka relay.
+"""Workload P (docs/benchmarks.md): one worker over a pre-filled topic vs a plain aiokafka relay.
 
     python bench/pipeline.py            # 200,000 events, 1 warm-up + 3 measured runs each
     python bench/pipeline.py --quick    # 20,000 events, 1 warm-up + 2 runs

@@ -1,4 +1,4 @@
-"""Wire input events (ARCHITECTURE.md) parsed into engine values, with label-safe reasons.
+"""Wire input events (docs/wire-format.md) parsed into engine values, with label-safe reasons.
 
 `parse_event` is the one validator of input events: the worker, `loopguard replay` and the
 JSON Schema (streams/wire/schema.py) all follow it. Unknown extra fields are ignored, so emitters

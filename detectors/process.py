@@ -34,7 +34,7 @@ class Decision:
     payload: dict[str, JSON]
 
     def to_wire(self) -> dict[str, JSON]:
-        """The control message exactly as published (ARCHITECTURE.md wire format)."""
+        """The control message exactly as published (docs/wire-format.md)."""
         return self.payload
 
 

@@ -3,7 +3,7 @@
 `seq` increases across all event types of the run; `event_id` is `<run_id>:<seq>`, so the same
 run always yields the same ids. In privacy mode raw args/result/error never appear: the event
 carries `args_hash`, `result_hash`, `unknown_tool_name` and `poll_action` computed here with the
-engine's own hashing (ARCHITECTURE.md, wire format).
+engine's own hashing (docs/wire-format.md).
 """
 
 from __future__ import annotations

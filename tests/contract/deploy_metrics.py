@@ -27,7 +27,7 @@ from tests.contract.deploy_files import (
     runbook_files,
 )
 
-# Family name -> type, as prometheus-client declares them (ARCHITECTURE.md, "The worker").
+# Family name -> type, as prometheus-client declares them (streams/processing/metrics.py).
 EXPORTED_METRICS: dict[str, str] = {
     "loopguard_events": "counter",
     "loopguard_detections": "counter",

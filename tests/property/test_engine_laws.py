@@ -1,4 +1,4 @@
-"""Laws of the engine (STYLE.md): determinism, restore-anywhere, isolation, redelivery,
+"""Laws of the engine: determinism, restore-anywhere, isolation, redelivery,
 bounded state, and monotonicity in the thresholds."""
 
 from __future__ import annotations

@@ -15,7 +15,14 @@ from urllib.parse import urlsplit
 from pydantic import Field, FilePath, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from loopguard.config.defaults import (
+    TOPIC_COMPACTIONS,
+    TOPIC_CONTROL,
+    TOPIC_DEAD_LETTER,
+    TOPIC_TOOL_CALLS,
+)
 from loopguard.detectors.profiles import CONFIGURABLE, Semantics
+from loopguard.detectors.values import DEFAULT_CHANNEL_TOOLS
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
@@ -40,10 +47,10 @@ class Settings(BaseSettings):
     broker: str = "kafka://127.0.0.1:9092"
     partitions: int = Field(default=4, ge=1, le=10_000)
     replication_factor: int = Field(default=1, ge=1, le=32)
-    topic_tool_calls: str = "loopguard.tool-calls"
-    topic_compactions: str = "loopguard.compactions"
-    topic_control: str = "loopguard.control"
-    topic_dead_letter: str = "loopguard.dead-letter"
+    topic_tool_calls: str = TOPIC_TOOL_CALLS
+    topic_compactions: str = TOPIC_COMPACTIONS
+    topic_control: str = TOPIC_CONTROL
+    topic_dead_letter: str = TOPIC_DEAD_LETTER
     app_id: str = "loopguard"
     broker_wait_seconds: float = Field(default=60.0, ge=0)  # retry an unreachable broker at start
 
@@ -70,7 +77,7 @@ class Settings(BaseSettings):
 
     # Policy.
     policy_file: FilePath | None = None
-    channel_tools: Annotated[tuple[str, ...], NoDecode] = ("telegram",)
+    channel_tools: Annotated[tuple[str, ...], NoDecode] = tuple(sorted(DEFAULT_CHANNEL_TOOLS))
     semantics: Semantics = CONFIGURABLE  # which OpenClaw release's rules decide (docs/semantics.md)
 
     # Web (metrics and health) and logging.

@@ -18,7 +18,7 @@ from loopguard.detectors.canonical import (
     canonical_json_bytes,
     js_number_text,
 )
-from loopguard.detectors.values import JSON, UNDEFINED, Outcome, _Undefined
+from loopguard.detectors.values import DEFAULT_CHANNEL_TOOLS, JSON, UNDEFINED, Outcome, _Undefined
 
 __all__ = [
     "DEFAULT_CHANNEL_TOOLS",
@@ -41,7 +41,6 @@ _JS_WHITESPACE: Final = (
 )
 _TOOL_ALIASES: Final = {"bash": "exec", "apply-patch": "apply_patch"}
 
-DEFAULT_CHANNEL_TOOLS: Final = frozenset({"telegram"})
 _SEND_ACTIONS: Final = frozenset(
     {"send", "broadcast", "reply", "thread-reply", "sendWithEffect", "sendAttachment"}
     | {"upload-file", "sticker", "poll"}

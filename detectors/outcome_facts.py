@@ -35,7 +35,7 @@ from loopguard.detectors.hashing import (
 from loopguard.detectors.hashing import (
     _is_send as _is_configurable_send,
 )
-from loopguard.detectors.values import JSON, UNDEFINED, Outcome, _Undefined
+from loopguard.detectors.values import DEFAULT_CHANNEL_TOOLS, JSON, UNDEFINED, Outcome, _Undefined
 
 __all__ = [
     "TERMINAL_EXEC_FAILURE",
@@ -247,7 +247,7 @@ def outcome_facts(
     tool: str,
     args: JSON | _Undefined,
     outcome: Outcome,
-    channel_tools: frozenset[str] = frozenset({"telegram"}),
+    channel_tools: frozenset[str] = DEFAULT_CHANNEL_TOOLS,
 ) -> OutcomeFacts:
     """The 2026.9 facts of an outcome of `tool` (normalised) called with `args`."""
     kind = outcome.kind

@@ -48,6 +48,11 @@ def _hashing() -> ModuleType:
 _HASHING: ModuleType | None = None
 
 
+#: Provider channel tools whose results hash as outbound sends (docs/semantics.md §3, rule 7),
+#: as OpenClaw does when that channel's plugin is loaded; `LOOPGUARD_CHANNEL_TOOLS` overrides.
+DEFAULT_CHANNEL_TOOLS: Final = frozenset({"telegram"})
+
+
 @dataclass(frozen=True, slots=True)
 class Thresholds:
     """Resolved loop-detection policy of one agent (docs/semantics.md §2), keys in snake_case."""
@@ -63,7 +68,7 @@ class Thresholds:
     ping_pong: bool = True
     post_compaction_guard: bool = True  # on unless the policy's `enabled` is exactly false
     post_compaction_window_size: int = 3
-    channel_tools: frozenset[str] = frozenset({"telegram"})
+    channel_tools: frozenset[str] = DEFAULT_CHANNEL_TOOLS
     semantics: Semantics = CONFIGURABLE  # which OpenClaw release's rules decide
 
 

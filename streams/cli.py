@@ -188,8 +188,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_up(args: argparse.Namespace) -> int:
     """Start the embedded broker, a worker, and optionally the demo fleet."""
     from loopguard.streams.demo.up import up_main
+    from loopguard.streams.main import settings_or_report
 
-    return up_main(demo=args.demo, runs=args.runs, broker_kind=args.broker)
+    settings = settings_or_report()
+    if settings is None:
+        return EXIT_USAGE
+    return up_main(settings, demo=args.demo, runs=args.runs, broker_kind=args.broker)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from loopguard.config.settings import Settings
 
-__all__ = ["load_settings", "main", "worker_main"]
+__all__ = ["load_settings", "main", "settings_or_report", "worker_main"]
 
 
 def load_settings() -> Settings:
@@ -29,12 +29,19 @@ def _report(exc: ValidationError) -> None:
     sys.stderr.write("\n".join(lines) + "\n")
 
 
-def worker_main() -> int:
-    """Run a worker configured by the environment; 2 on invalid settings."""
+def settings_or_report() -> Settings | None:
+    """`Settings` from the environment, or None after printing every invalid one."""
     try:
-        settings = load_settings()
+        return load_settings()
     except ValidationError as exc:
         _report(exc)
+        return None
+
+
+def worker_main() -> int:
+    """Run a worker configured by the environment; 2 on invalid settings."""
+    settings = settings_or_report()
+    if settings is None:
         return 2
     from loopguard.streams.worker.run import run_worker  # after validation: Faust is slow to import
 

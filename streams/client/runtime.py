@@ -25,6 +25,7 @@ from typing import Any, Final, Literal, Protocol
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from loopguard.config.defaults import TOPIC_COMPACTIONS, TOPIC_CONTROL, TOPIC_TOOL_CALLS
 from loopguard.detectors.hashing import DEFAULT_CHANNEL_TOOLS
 from loopguard.detectors.jsjson import NotJSON, dumps, loads
 from loopguard.detectors.values import JSON
@@ -62,9 +63,9 @@ class TopicNames(Protocol):
 class Topics:
     """Topic names, defaulting to LoopGuard's."""
 
-    tool_calls: str = "loopguard.tool-calls"
-    compactions: str = "loopguard.compactions"
-    control: str = "loopguard.control"
+    tool_calls: str = TOPIC_TOOL_CALLS
+    compactions: str = TOPIC_COMPACTIONS
+    control: str = TOPIC_CONTROL
 
 
 @dataclass(frozen=True, slots=True)

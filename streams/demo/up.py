@@ -23,6 +23,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from loopguard.config.settings import Settings
 from loopguard.detectors.jsjson import loads
 from loopguard.streams.client.runtime import Topics
 from loopguard.streams.demo.simulate import simulate
@@ -43,12 +44,15 @@ READY_TIMEOUT_S = 90.0
 DEMO_POLICY = "// written by `loopguard up`\n{tools: {loopDetection: {enabled: true}}}\n"
 
 
-def _worker_env(broker_url: str, is_tansu: bool, data_dir: Path, web_port: int) -> dict[str, str]:
-    env = dict(os.environ)
+def _worker_env(
+    settings: Settings, broker_url: str, is_tansu: bool, data_dir: Path, web_port: int
+) -> dict[str, str]:
+    """The worker's environment: the user's, with the broker, port and demo defaults set."""
+    env = dict(os.environ)  # the worker builds its own Settings from it (streams/main.py)
     env["LOOPGUARD_BROKER"] = broker_url
     env.setdefault("LOOPGUARD_DATA_DIR", str(data_dir))
     env["LOOPGUARD_WEB_PORT"] = str(web_port)
-    if "LOOPGUARD_POLICY_FILE" not in env:
+    if settings.policy_file is None:
         # OpenClaw ships the rolling detectors off; the embedded default turns them on.
         policy = data_dir / "policy.json5"
         policy.write_text(DEMO_POLICY)
@@ -149,21 +153,22 @@ def _describe(broker: EmbeddedBroker | KafkaBroker) -> str:
     return f" (embedded Tansu, in memory, pid {broker.pid})"
 
 
-def up_main(demo: bool, runs: int = 50, broker_kind: str = "tansu") -> int:
-    """Run the embedded default until Ctrl-C or SIGTERM; returns the exit code."""
+def up_main(settings: Settings, demo: bool, runs: int = 50, broker_kind: str = "tansu") -> int:
+    """Run the embedded default until Ctrl-C or SIGTERM; returns the exit code.
+
+    `settings` come from the environment (the CLI builds them); a broker or web port the user
+    did not set is chosen here: an embedded broker, a free port.
+    """
     signal.signal(signal.SIGTERM, _interrupt)
-    external = os.environ.get("LOOPGUARD_BROKER")
+    chosen = settings.model_fields_set
+    external = settings.broker if "broker" in chosen else None
     if external and broker_kind != "tansu":
         raise SystemExit(f"--broker {broker_kind} starts a broker: unset LOOPGUARD_BROKER")
     broker: EmbeddedBroker | KafkaBroker | None = None
     data_dir = Path(tempfile.mkdtemp(prefix="loopguard-"))
-    web_port = int(os.environ.get("LOOPGUARD_WEB_PORT") or free_port())
+    web_port = settings.web_port if "web_port" in chosen else free_port()
     log_path = data_dir / "worker.log"
-    topics = Topics(
-        os.environ.get("LOOPGUARD_TOPIC_TOOL_CALLS", "loopguard.tool-calls"),
-        os.environ.get("LOOPGUARD_TOPIC_COMPACTIONS", "loopguard.compactions"),
-        os.environ.get("LOOPGUARD_TOPIC_CONTROL", "loopguard.control"),
-    )
+    topics = Topics(settings.topic_tool_calls, settings.topic_compactions, settings.topic_control)
     proc = None
     try:
         if not external:
@@ -172,19 +177,21 @@ def up_main(demo: bool, runs: int = 50, broker_kind: str = "tansu") -> int:
             except BrokerError as exc:
                 raise SystemExit(f"loopguard up: {exc}") from exc
         broker_url = external or broker.url  # type: ignore[union-attr]
-        bootstrap = broker_url.split("://", 1)[1].split(";")[0].split(",")[0]
+        bootstrap = ",".join(settings.model_copy(update={"broker": broker_url}).bootstrap_servers)
         where = "" if broker is None else _describe(broker)
         print(f"broker   {broker_url}{where}")
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "loopguard.streams.main", "worker"],
-                env=_worker_env(broker_url, isinstance(broker, EmbeddedBroker), data_dir, web_port),
+                env=_worker_env(
+                    settings, broker_url, isinstance(broker, EmbeddedBroker), data_dir, web_port
+                ),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # Ctrl-C reaches us; we stop the worker cleanly
             )
         print(f"worker   pid {proc.pid}, log {log_path}")
-        print(f"policy   {os.environ.get('LOOPGUARD_POLICY_FILE') or data_dir / 'policy.json5'}")
+        print(f"policy   {settings.policy_file or data_dir / 'policy.json5'}")
         _wait_healthy(proc, web_port, log_path)
         print(f"metrics  http://127.0.0.1:{web_port}/metrics", flush=True)
         if demo:

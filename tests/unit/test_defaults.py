@@ -1,0 +1,75 @@
+"""Each default name has one home (config/defaults.py) and every consumer takes it from there."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+from loopguard.config import defaults
+from loopguard.config.settings import Settings
+from loopguard.detectors import hashing
+from loopguard.detectors.outcome_facts import outcome_facts
+from loopguard.detectors.values import DEFAULT_CHANNEL_TOOLS, Thresholds
+from loopguard.streams.client import Topics
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_settings_and_the_client_default_to_the_same_topics() -> None:
+    settings = Settings()
+    assert (settings.topic_tool_calls, settings.topic_compactions, settings.topic_control) == (
+        Topics().tool_calls,
+        Topics().compactions,
+        Topics().control,
+    )
+    assert settings.topic_dead_letter == defaults.TOPIC_DEAD_LETTER
+    assert Topics() == Topics(
+        defaults.TOPIC_TOOL_CALLS, defaults.TOPIC_COMPACTIONS, defaults.TOPIC_CONTROL
+    )
+
+
+def test_the_openclaw_plugin_defaults_to_the_same_topics() -> None:
+    manifest = json.loads((ROOT / "integrations/openclaw/openclaw.plugin.json").read_text())
+    found: dict[str, str] = {}
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("toolCalls", "compactions", "control") and isinstance(value, dict):
+                    found[key] = value.get("default")
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(manifest)
+    assert found == {
+        "toolCalls": defaults.TOPIC_TOOL_CALLS,
+        "compactions": defaults.TOPIC_COMPACTIONS,
+        "control": defaults.TOPIC_CONTROL,
+    }
+
+
+def test_one_default_channel_tool_list() -> None:
+    assert hashing.DEFAULT_CHANNEL_TOOLS is DEFAULT_CHANNEL_TOOLS
+    assert Thresholds().channel_tools is DEFAULT_CHANNEL_TOOLS
+    assert frozenset(Settings().channel_tools) == DEFAULT_CHANNEL_TOOLS
+    default = inspect.signature(outcome_facts).parameters["channel_tools"].default
+    assert default is DEFAULT_CHANNEL_TOOLS
+
+
+def test_no_module_spells_a_default_topic_name_itself() -> None:
+    names = {
+        defaults.TOPIC_TOOL_CALLS,
+        defaults.TOPIC_COMPACTIONS,
+        defaults.TOPIC_CONTROL,
+        defaults.TOPIC_DEAD_LETTER,
+    }
+    offenders = [
+        str(path.relative_to(ROOT))
+        for folder in ("detectors", "config", "streams")
+        for path in (ROOT / folder).rglob("*.py")
+        if path.name != "defaults.py" and any(f'"{n}"' in path.read_text() for n in names)
+    ]
+    assert offenders == []

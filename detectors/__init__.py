@@ -11,7 +11,14 @@ from loopguard.detectors.events import Event, parse_event
 from loopguard.detectors.hashing import args_hash, canonical_json, normalize_tool, result_hash
 from loopguard.detectors.history import record_call, record_outcome
 from loopguard.detectors.outcome_facts import OutcomeFacts, outcome_facts
-from loopguard.detectors.process import Decision, effective_agent, is_duplicate, process_event
+from loopguard.detectors.process import (
+    Applied,
+    Decision,
+    apply_event,
+    effective_agent,
+    is_duplicate,
+    process_event,
+)
 from loopguard.detectors.profiles import (
     CONFIGURABLE,
     OPENCLAW_2026_9,
@@ -38,6 +45,7 @@ __all__ = [
     "OPENCLAW_2026_9",
     "SEMANTICS",
     "UNDEFINED",
+    "Applied",
     "Decision",
     "DetectorError",
     "Event",
@@ -54,6 +62,7 @@ __all__ = [
     "ToolCall",
     "UnknownSemantics",
     "Verdict",
+    "apply_event",
     "args_hash",
     "arm_guard",
     "canonical_json",

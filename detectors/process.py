@@ -55,18 +55,26 @@ def is_duplicate(state: RunState, event: Event) -> bool:
     return mark is not None and event.seq <= mark
 
 
-def process_event(
-    state: RunState, event: Event | Mapping[str, object], th: Thresholds
-) -> list[Decision]:
-    """Apply one event to the run's state (in place) and return the decisions it yields.
+class Applied(NamedTuple):
+    """What one event did to its run: a redelivery (`is_duplicate`, nothing changed) or the
+    decisions it yielded (often none)."""
+
+    decisions: list[Decision]
+    is_duplicate: bool = False
+
+
+def apply_event(state: RunState, event: Event | Mapping[str, object], th: Thresholds) -> Applied:
+    """Apply one event to the run's state (in place): its decisions, or that it was a duplicate.
 
     Decisions are those of the run's events in seq order, however the two input topics
     interleave (docs/wire-format.md, "Ordering"): tool events apply on arrival; a compaction or
-    run_end that arrives ahead of tool events with a lower seq is held until they are in.
+    run_end that arrives ahead of tool events with a lower seq is held until they are in. A
+    redelivered event (seq at or below its topic's watermark) changes nothing.
     """
     ev = event if isinstance(event, Event) else parse_event(event)
-    if is_duplicate(state, ev):
-        return []
+    mark = state.tool_seq if ev.type in TOOL_EVENTS else state.life_seq
+    if mark is not None and ev.seq <= mark:
+        return Applied([], is_duplicate=True)
     if th.semantics == OPENCLAW_2026_9:
         ev = _retool(ev)
     if ev.type in TOOL_EVENTS:
@@ -80,10 +88,20 @@ def process_event(
         state.life_seq = ev.seq
         kind: LifeKind = "compaction" if ev.type == "compaction" else "run_end"
         if state.tool_seq is not None and ev.seq < state.tool_seq and not state.held:
-            return _on_late_life(state, ev, kind, th)
+            return Applied(_on_late_life(state, ev, kind, th))
         state.held.append((ev.seq, kind))
         out = []
-    return out + _release_ready(state, th)
+    if state.held:
+        out += _release_ready(state, th)
+    return Applied(out)
+
+
+def process_event(
+    state: RunState, event: Event | Mapping[str, object], th: Thresholds
+) -> list[Decision]:
+    """Apply one event to the run's state (in place) and return the decisions it yields; `[]`
+    for a duplicate too (`apply_event` tells the two apart)."""
+    return apply_event(state, event, th).decisions
 
 
 def _retool(ev: Event) -> Event:

@@ -20,10 +20,9 @@ from loopguard.detectors import (
     InvalidEvent,
     RunState,
     Thresholds,
+    apply_event,
     effective_agent,
-    is_duplicate,
     parse_event,
-    process_event,
 )
 from loopguard.streams.wire.codec import Rejected as CodecRejected
 from loopguard.streams.wire.codec import decode_object, encode
@@ -170,12 +169,12 @@ class Replayer:
         state = self.states.get(ev.run_id)
         if state is None or self.idle_ttl_ms is not None:
             state = self.state_for(ev)
-        if is_duplicate(state, ev):
-            stats.duplicates += 1
-            return []
         agent = effective_agent(state, ev)
         th = self._th.get(agent)
-        out = process_event(state, ev, th if th is not None else self.thresholds(agent))
+        applied = apply_event(state, ev, th if th is not None else self.thresholds(agent))
+        if applied.is_duplicate:
+            stats.duplicates += 1
+        out = applied.decisions
         stats.decisions += len(out)
         return out
 

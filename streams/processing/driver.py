@@ -24,10 +24,9 @@ from loopguard.detectors import (
     InvalidState,
     RunState,
     Thresholds,
+    apply_event,
     effective_agent,
-    is_duplicate,
     parse_event,
-    process_event,
 )
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.processing.partition import LiveRun, PartitionRuns
@@ -164,17 +163,18 @@ class RunDriver:
             assert key is not None  # _parse refuses a key that is not the run_id
             run = self._live(runs, msg.partition, key, now)
             state = run.state
-            if is_duplicate(state, ev):
-                self._metrics.duplicates.inc()
-                continue
             before = snapshot(state)
             try:
-                decisions = process_event(state, ev, self._for(effective_agent(state, ev)))
+                applied = apply_event(state, ev, self._for(effective_agent(state, ev)))
             except Exception as exc:  # the dead-letter policy: an engine bug costs one event
                 log.exception("engine failed on run %s event %s", ev.run_id, ev.event_id)
                 run.state = before
                 self._reject(msg, "engine_error", f"{type(exc).__name__}: {exc}", ev.run_id)
                 continue
+            if applied.is_duplicate:
+                self._metrics.duplicates.inc()
+                continue
+            decisions = applied.decisions
             runs.mark_dirty(key, run)
             state.stamp_ms = now
             by_type[ev.type] += 1

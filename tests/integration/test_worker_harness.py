@@ -150,14 +150,14 @@ def calls(run_id: str, n: int, start: int = 1) -> list[dict[str, Any]]:
 async def test_an_engine_bug_costs_one_event_not_the_run(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = driver_module.process_event
+    real = driver_module.apply_event
 
     def flaky(state: RunState, ev: Any, th: Any) -> Any:
         if ev.event_id == "e5":
             raise ZeroDivisionError("boom")
         return real(state, ev, th)
 
-    monkeypatch.setattr(driver_module, "process_event", flaky)
+    monkeypatch.setattr(driver_module, "apply_event", flaky)
     events = calls("r1", 4)
     await harness.processor.process([harness.event(e) for e in events])
     await harness.processor.before_commit()

@@ -60,7 +60,9 @@ class Metrics:
             registry=r,
         )
         self.duplicates = Counter(
-            "loopguard_duplicates", "Redelivered events ignored (event_id seen).", registry=r
+            "loopguard_duplicates",
+            "Redelivered events ignored (seq not above the run's watermark for its topic).",
+            registry=r,
         )
         self.runs_active = Gauge(
             "loopguard_runs_active", "Runs with state held by this worker.", registry=r

@@ -38,7 +38,7 @@ __all__ = ["ClientError", "RunEvents", "RunHandle", "RuntimeClient", "Topics", "
 
 log = logging.getLogger(__name__)
 
-Decision = Literal["allow", "warn", "block"]
+VerdictDecision = Literal["allow", "warn", "block"]
 
 _MAX_OWNED_RUNS: Final = 100_000
 _MAX_QUEUED: Final = 10_000
@@ -72,7 +72,7 @@ class Topics:
 class VerdictReply:
     """The worker's verdict for one call; `is_timeout` marks a fail-open "allow"."""
 
-    decision: Decision
+    decision: VerdictDecision
     is_timeout: bool = False
     message: WireEvent = field(default_factory=dict)
 

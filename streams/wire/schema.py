@@ -67,14 +67,14 @@ class RunEndEvent(_Event):
     type: Literal["run_end"]
 
 
-WireEvent = Annotated[
+AnyWireEvent = Annotated[
     ToolCallEvent | ToolResultEvent | CompactionEvent | RunEndEvent, Field(discriminator="type")
 ]
 
 
 def wire_schema() -> dict[str, Any]:
     """The JSON Schema of one input event (a discriminated union on `type`)."""
-    schema: dict[str, Any] = TypeAdapter(WireEvent).json_schema()
+    schema: dict[str, Any] = TypeAdapter(AnyWireEvent).json_schema()
     schema["title"] = "LoopGuard input event"
     schema["description"] = (
         "One JSON object per Kafka message (key = run_id) or JSONL line. Tool events carry "

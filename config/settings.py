@@ -56,6 +56,7 @@ class Settings(BaseSettings):
 
     # Consumer timings (Tansu joins a group in about half the session timeout).
     fetch_max_wait_ms: int = Field(default=100, ge=0, le=60_000)
+    faust_fast_path: bool = True  # off: Faust's own drain loop (docs/performance.md)
     session_timeout_ms: int = Field(default=6_000, ge=1_000, le=300_000)
     heartbeat_ms: int = Field(default=1_000, ge=100, le=60_000)
     rebalance_timeout_ms: int = Field(default=6_000, ge=1_000, le=600_000)

@@ -78,6 +78,7 @@ def build_app(settings: Settings, metrics: Metrics) -> Wiring:
         stream_buffer_maxsize=max(4096, 2 * settings.batch_max_events),
     )
     app.fetch_max_wait_ms = settings.fetch_max_wait_ms
+    app.faust_fast_path = settings.faust_fast_path
     app.bootstrap_servers = tuple(settings.bootstrap_servers)
     raw: dict[str, Any] = {
         "key_type": bytes,

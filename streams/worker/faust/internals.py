@@ -11,6 +11,9 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
 - Seek with the flow stopped: faust-streaming/faust #596 (a race in recovery leaves gaps in
   acked offsets and blocks committing), #216 (recovery resumes fetching before seeking).
 - Gap bookkeeping: faust-streaming/faust #606 (wrong offset commit in case of gaps).
+- Fast path: `Consumer._drain_messages` runs four tasks and an `asyncio.wait` per record
+  (faust-streaming/faust #229, robinhood/faust #563); streams/worker/faust/drain.py replaces
+  it, keeping what they protect. Off with `LOOPGUARD_FAUST_FAST_PATH=0`.
 - Commit hook: Faust has no public "before commit" hook; every commit path ends in
   `force_commit`, which we wrap.
 - Producer: the started AIOKafkaProducer (`_ensure_producer`) and its buffer, for batches we
@@ -28,6 +31,7 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -38,6 +42,7 @@ from faust.streams import _current_event
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from loopguard.streams.kafka.end_offsets import probe_end_offsets
+from loopguard.streams.worker.faust.drain import drain_messages
 
 __all__ = [
     "LoopGuardApp",
@@ -123,7 +128,34 @@ class _TunedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
 
 class _TunedConsumer(faust_aiokafka.Consumer):
-    """Faust's aiokafka consumer, using the tuned consumer thread and a pre-commit hook."""
+    """Faust's aiokafka consumer: tuned thread, pre-commit hook, seek and gap fixes, fast path."""
+
+    flow_epoch: int = 0  # suspensions of the flow so far (streams/worker/faust/drain.py)
+
+    def stop_flow(self) -> None:
+        """Suspend the flow and count it: the fast path drops what was fetched before."""
+        self.flow_epoch += 1
+        super().stop_flow()
+
+    async def _drain_messages(self, fetcher: Any) -> None:
+        """Feed fetched records to the conductor: the fast path unless the app turned it off."""
+        app = self.app
+        if isinstance(app, LoopGuardApp) and not app.faust_fast_path:
+            await super()._drain_messages(fetcher)
+            return
+        try:
+            await drain_messages(self, fetcher)
+        except self.consumer_stopped_errors:
+            if self.transport.app.should_stop:
+                return  # the broker stopped the consumer because we are stopping (as Faust)
+            raise
+        except asyncio.CancelledError:
+            if self.transport.app.should_stop:
+                return
+            raise
+        except Exception:
+            self.log.exception("Drain messages raised")
+            raise
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         return _TunedConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -182,6 +214,7 @@ class LoopGuardApp(faust.App):
     """A Faust app whose worker consumer honours `fetch_max_wait_ms` (set per app, not global)."""
 
     fetch_max_wait_ms: int = 1500
+    faust_fast_path: bool = True  # streams/worker/faust/drain.py instead of Faust's drain loop
     bootstrap_servers: tuple[str, ...] = ()  # for probing true end offsets (end_offsets.py)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

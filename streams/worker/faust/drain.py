@@ -1,0 +1,169 @@
+"""Faust's fetch-to-conductor loop without a task per message (the worker's fast path).
+
+faust-streaming's `Consumer._drain_messages` hands every record to the conductor with
+`wait_first(callback(message), suspend_flow.wait())`: four tasks and an `asyncio.wait` per
+record, which held any Faust agent below ~8,000 events/s here (docs/performance.md, "Faust fast
+path"; upstream faust-streaming/faust #229, robinhood/faust #563). What the `wait_first` buys
+is that a callback blocked in flow control (Faust's flow control, the producer buffer, a full
+channel queue) is abandoned when the flow is suspended for a seek, a rebalance or a recovery.
+
+This loop keeps that and pays for it only when a callback blocks:
+
+- A callback runs eagerly, up to its first suspension, in the loop's own task. Almost always
+  it finishes there (the conductor's put into the channel queue does not block), and nothing
+  else has run meanwhile, so nothing can have suspended the flow. A callback that does
+  suspend is resumed through Faust's own `wait_first(..., suspend_flow.wait())`, and is
+  abandoned exactly as Faust abandons it.
+- Every suspension of the flow bumps the consumer's flow epoch (internals.py). The epoch is
+  read before each fetch and after each await of this loop: if it moved, the rest of the
+  batch was fetched before a suspension and is dropped. That also covers a suspension that
+  stopped and resumed the flow while the fetch was in flight (faust-streaming/faust #216), which
+  Faust's per-record `flow_active` check cannot see; the records are then read again from
+  the committed offsets (a redelivered event adds nothing: docs/reliability.md).
+- The bookkeeping that only changes across an await is done per batch: read offsets are kept
+  in a local map and written back before every await (so a seek during it wins), commit-every
+  is checked once per batch, the partitions' end offsets are reported once per batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Generator
+from typing import Any, Protocol
+
+from faust.transport.consumer import CONSUMER_FETCHING
+from faust.types import TP
+
+__all__ = ["Blocked", "FlowEpoch", "drain_messages", "start_eagerly"]
+
+YIELD_EVERY = 100  # records between two turns of the event loop (as Faust: the agent must run)
+FETCH_TIMEOUT_S = 1.0  # as Faust's loop: how long one fetch may wait for records
+
+
+class FlowEpoch(Protocol):
+    """A Faust consumer that counts the suspensions of its flow (internals.py)."""
+
+    flow_epoch: int
+
+
+class Blocked:
+    """The rest of a coroutine whose first step suspended: awaiting it resumes it there."""
+
+    __slots__ = ("_coro", "_pending")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], pending: Any) -> None:
+        self._coro = coro
+        self._pending = pending  # what the coroutine yielded to the event loop (its future)
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        """Hand the pending future to the awaiting task, then keep driving the coroutine."""
+        coro, pending = self._coro, self._pending
+        while True:
+            try:
+                sent = yield pending
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # noqa: BLE001  # forwarded, cancellation included
+                try:
+                    pending = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    pending = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+def start_eagerly(coro: Coroutine[Any, Any, Any]) -> Blocked | None:
+    """Run `coro` up to its first suspension: None if it finished, else the rest to await."""
+    try:
+        pending = coro.send(None)
+    except StopIteration:
+        return None
+    return Blocked(coro, pending)
+
+
+async def drain_messages(consumer: Any, fetcher: Any) -> None:
+    """Fetch records and hand each to the consumer's callback until consumer or fetcher stop.
+
+    `consumer` is a Faust `Consumer` with a `flow_epoch` (internals.py `_TunedConsumer`),
+    `fetcher` the Faust `Fetcher` service that runs this loop. Stop and error handling are
+    Faust's (the caller wraps this in the same `except` clauses as `_drain_messages`).
+    """
+    callback = consumer.callback
+    app = consumer.app
+    consumer_stopped = consumer._stopped.is_set
+    fetcher_stopped = fetcher._stopped.is_set
+    read_offsets: dict[TP, int | None] = consumer._read_offset
+    acks_enabled_for = app.topics.acks_enabled_for
+    suspend_flow = consumer.suspend_flow
+    set_flag, unset_flag = consumer.diag.set_flag, consumer.diag.unset_flag
+    commit_every = consumer._commit_every
+    sleep = asyncio.sleep
+    try:
+        while not (consumer_stopped() or fetcher_stopped()):
+            set_flag(CONSUMER_FETCHING)
+            epoch = consumer.flow_epoch
+            generation = app.consumer_generation_id
+            records, active = await consumer._wait_next_records(FETCH_TIMEOUT_S)
+            if records is None or consumer.should_stop:
+                continue
+            if consumer.flow_epoch != epoch or not consumer.flow_active:
+                # Fetched across a suspension: some of it may precede a seek. Read again
+                # from the committed offsets (what Faust's getmany does with the flow off).
+                await consumer.perform_seek()
+                continue
+            for tp in records:
+                app.monitor.track_tp_end_offset(tp, consumer.highwater(tp))
+            buffered = consumer._buffered_partitions
+            to_message = consumer._to_message
+            batch_read: dict[TP, int] = {}  # read offsets of this batch, not yet written
+            since_yield = 0
+            for tp, record in consumer.scheduler.iterate(records):
+                if active is not None and tp not in active and tp not in buffered:
+                    continue  # paused while the batch was being delivered (as Faust)
+                offset = record.offset
+                read = batch_read[tp] if tp in batch_read else read_offsets.get(tp)
+                if read is not None and offset < read:
+                    continue  # already read (a redelivery after a seek): Faust drops it too
+                message = to_message(tp, record)
+                if read and offset - read > 1 and acks_enabled_for(message.topic):
+                    read_offsets.update(batch_read)
+                    batch_read.clear()
+                    await consumer._add_gap(tp, read + 1, offset)
+                    if _interrupted(consumer, epoch, generation):
+                        break
+                blocked = start_eagerly(callback(message))
+                if blocked is not None:
+                    read_offsets.update(batch_read)
+                    batch_read.clear()
+                    result = await consumer.wait_first(blocked, suspend_flow.wait())
+                    if result.stopped or _interrupted(consumer, epoch, generation):
+                        break  # abandoned, as Faust abandons it; its offset stays unread
+                batch_read[tp] = offset
+                since_yield += 1
+                if since_yield >= YIELD_EVERY:
+                    since_yield = 0
+                    read_offsets.update(batch_read)
+                    batch_read.clear()
+                    await sleep(0)  # the agent drains its queue meanwhile
+                    if _interrupted(consumer, epoch, generation):
+                        break
+            read_offsets.update(batch_read)
+            if commit_every is not None and consumer._n_acked >= commit_every:
+                consumer._n_acked = 0
+                await consumer.commit()
+            unset_flag(CONSUMER_FETCHING)
+    finally:
+        unset_flag(CONSUMER_FETCHING)
+
+
+def _interrupted(consumer: Any, epoch: int, generation: int) -> bool:
+    """Whether the flow was suspended or the group rebalanced since the batch was fetched."""
+    return bool(
+        consumer.flow_epoch != epoch
+        or consumer.app.consumer_generation_id != generation
+        or consumer.should_stop
+    )

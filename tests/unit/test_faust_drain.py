@@ -1,0 +1,381 @@
+"""The fast drain loop keeps Faust's guarantees: suspension, seek, gaps and commits.
+
+These run the worker's real Faust consumer and conductor (built by `build_app`, never
+started) with a scripted fetch source in place of Kafka: `_getmany` returns the record maps
+a test lays out, then stops the fetcher. A small agent takes events off the input channel's
+queue (what Faust's stream does) and acks them; the broker-side commit is recorded instead of
+sent. Variants marked "guarantee removed" patch one guarantee out and show the same scenario
+then breaks: the tests can fail (streams/worker/faust/drain.py says what each one protects).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka.structs import ConsumerRecord
+from faust.transport.consumer import Consumer as FaustConsumer
+from faust.types import TP
+from mode.services import WaitResults
+
+from loopguard.config.settings import Settings
+from loopguard.streams.processing.metrics import Metrics
+from loopguard.streams.worker.app import Wiring, build_app
+from loopguard.streams.worker.faust.drain import YIELD_EVERY, start_eagerly
+
+TOPIC = "unit.tool-calls"
+TP0 = TP(TOPIC, 0)
+Hook = Callable[[int], Awaitable[None]]
+Fetch = dict[TP, list[ConsumerRecord[bytes, bytes]]]
+
+
+def _records(tag: bytes, offsets: range | list[int]) -> Fetch:
+    """One fetch's record map: `tag` is the value, so a test knows which fetch a record is from."""
+    return {
+        TP0: [ConsumerRecord(TOPIC, 0, o, 0, 0, b"k", tag, None, 1, len(tag), []) for o in offsets]
+    }
+
+
+@dataclass
+class Rig:
+    """The consumer, its scripted fetches, and what the agent received (fetch tag, offset)."""
+
+    wiring: Wiring
+    consumer: Any
+    fetches: list[Fetch] = field(default_factory=list)
+    received: list[tuple[bytes, int]] = field(default_factory=list)
+    commits: list[dict[TP, int]] = field(default_factory=list)
+    seeks: int = 0
+    committed: int = 0  # where `seek_to_committed` puts partition 0
+
+    async def run(self, on_event: Hook | None = None) -> None:
+        """Drain the scripted fetches through the consumer; the agent acks what it takes."""
+        queue = self.wiring.inputs.queue
+        fetcher = _Fetcher()
+        fetches = iter(self.fetches)
+
+        async def getmany(active_partitions: Any, timeout: float) -> Any:  # noqa: ASYNC109  # Faust's signature
+            await asyncio.sleep(0)  # a fetch is I/O: the agent runs meanwhile
+            for records in fetches:
+                return records
+            fetcher._stopped.set()
+            return {}
+
+        async def agent() -> None:
+            while True:
+                event = await queue.get()
+                self.received.append((event.message.value, event.message.offset))
+                event.ack()
+                if on_event is not None:
+                    await on_event(len(self.received))
+
+        self.consumer._getmany = getmany
+        task = asyncio.ensure_future(agent())
+        try:
+            await asyncio.wait_for(self.consumer._drain_messages(fetcher), timeout=10)
+            for _ in range(1000):  # let the agent take what is left in the queue
+                if queue.empty():
+                    break
+                await asyncio.sleep(0)
+        finally:
+            task.cancel()
+
+
+class _Fetcher:
+    """What the drain loop needs of Faust's Fetcher service: its stop event."""
+
+    def __init__(self) -> None:
+        self._stopped = asyncio.Event()
+
+
+@pytest.fixture(params=[True, False], ids=["fast path", "Faust's loop"])
+def fast_path(request: pytest.FixtureRequest) -> bool:
+    """Both drain loops: the fast path must behave as Faust's where Faust's is right."""
+    return bool(request.param)
+
+
+@pytest.fixture
+async def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    """The worker's consumer and conductor, partition 0 assigned, no broker behind them."""
+    settings = Settings(
+        broker="kafka://127.0.0.1:9",
+        app_id="unit-drain",
+        data_dir=tmp_path,
+        topic_tool_calls=TOPIC,
+        topic_compactions="unit.compactions",
+    )
+    wiring = build_app(settings, Metrics())
+    app = wiring.app
+    app.topics.add(wiring.inputs)
+    await app.topics._update_indices()
+    await app.topics.on_partitions_assigned({TP0})
+    app.flow_control.resume()
+    consumer = app.consumer
+    consumer._set_active_tps({TP0})
+    consumer._committed_offset[TP0] = 0
+    rig = Rig(wiring, consumer)
+
+    async def seek_to_committed() -> dict[TP, int]:
+        rig.seeks += 1
+        return {TP0: rig.committed}
+
+    async def commit_offsets(offsets: dict[TP, int], start_new_transaction: bool = True) -> bool:
+        rig.commits.append(dict(offsets))
+        consumer._committed_offset.update(offsets)
+        return True
+
+    monkeypatch.setattr(consumer, "highwater", lambda tp: 0)
+    monkeypatch.setattr(consumer, "seek_to_committed", seek_to_committed)
+    monkeypatch.setattr(consumer, "_commit_offsets", commit_offsets)
+    try:
+        yield rig
+    finally:
+        consumer._thread.thread_loop.close()  # made by the (never started) consumer thread
+
+
+def _remove_the_flow_epoch(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guarantee removed: stopping the flow no longer tells the fast path (Faust's stop_flow)."""
+    monkeypatch.setattr(rig.consumer, "stop_flow", lambda: FaustConsumer.stop_flow(rig.consumer))
+
+
+def _remove_the_abandoning(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guarantee removed: a blocked callback is awaited to the end, not raced with suspension."""
+
+    async def wait_for_it(blocked: Any, *others: Any) -> WaitResults:
+        for other in others:
+            other.close()  # the suspension's wait, never raced
+        return WaitResults([blocked], [await blocked], False)
+
+    monkeypatch.setattr(rig.consumer, "wait_first", wait_for_it)
+
+
+async def _turns(n: int) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+# A seek in the middle of a batch (recovery's perform_seek: stop, seek, resume at once).
+
+SEEK_AT = YIELD_EVERY  # the agent seeks at the first turn the drain loop gives it
+AFTER_SEEK = [(b"b2", o) for o in range(60, 120)]
+
+
+@pytest.mark.parametrize(
+    ("guarantee", "expected"),
+    [
+        pytest.param(
+            "kept",
+            [(b"b1", o) for o in range(SEEK_AT)] + AFTER_SEEK,
+            id="kept: the stale rest of the batch is dropped, the re-read from the seek arrives",
+        ),
+        pytest.param(
+            "removed",
+            [(b"b1", o) for o in range(150)],
+            id="removed: the stale batch runs on past the seek and the re-read is dropped",
+        ),
+    ],
+)
+async def test_a_seek_mid_batch_drops_what_was_fetched_before_it(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, guarantee: str, expected: list[tuple[bytes, int]]
+) -> None:
+    if guarantee == "removed":
+        _remove_the_flow_epoch(rig, monkeypatch)
+    rig.committed = 60
+    rig.fetches = [_records(b"b1", range(150)), _records(b"b2", range(60, 120))]
+
+    async def seek_once(n: int) -> None:
+        if n == SEEK_AT:
+            await rig.consumer.perform_seek()
+
+    await rig.run(seek_once)
+    assert rig.received == expected
+
+
+async def test_after_a_seek_mid_batch_the_read_offset_is_the_seeks(rig: Rig) -> None:
+    rig.committed = 60
+    rig.fetches = [_records(b"b1", range(150))]
+
+    async def seek_once(n: int) -> None:
+        if n == SEEK_AT:
+            await rig.consumer.perform_seek()
+
+    await rig.run(seek_once)
+    assert (rig.consumer._read_offset[TP0], rig.consumer.flow_active) == (60, True)
+
+
+# A suspension while a callback is blocked in flow control (a rebalance).
+
+
+@pytest.mark.parametrize(
+    ("guarantee", "expected"),
+    [
+        pytest.param(
+            "kept",
+            [(b"b1", o) for o in range(SEEK_AT)] + [(b"b2", o) for o in range(100, 150)],
+            id="kept: the blocked record is abandoned",
+        ),
+        pytest.param(
+            "removed",
+            [(b"b1", o) for o in range(SEEK_AT + 1)] + [(b"b2", o) for o in range(100, 150)],
+            id="removed: the blocked record arrives after the suspension",
+        ),
+    ],
+)
+async def test_a_callback_blocked_in_flow_control_is_abandoned_when_the_flow_stops(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, guarantee: str, expected: list[tuple[bytes, int]]
+) -> None:
+    if guarantee == "removed":
+        _remove_the_abandoning(rig, monkeypatch)
+    app = rig.wiring.app
+    rig.fetches = [_records(b"b1", range(150)), _records(b"b2", range(100, 150))]
+
+    async def rebalance(n: int) -> None:
+        if n == SEEK_AT:
+            app.flow_control.suspend()  # the next record's callback blocks in acquire()
+            await _turns(10)
+            rig.consumer.stop_flow()
+            await _turns(10)
+            app.flow_control.resume()
+            rig.consumer.resume_flow()
+
+    await rig.run(rebalance)
+    assert rig.received == expected
+
+
+async def test_a_fetch_that_straddles_a_suspension_is_read_again_from_the_commit(
+    rig: Rig,
+) -> None:
+    rig.committed = 3
+    rig.fetches = [_records(b"b1", range(10)), _records(b"b2", range(3, 10))]
+    getmany_calls = 0
+
+    async def straddling() -> None:
+        # The first fetch is in flight while recovery stops the flow, seeks and resumes.
+        nonlocal getmany_calls
+        getmany_calls += 1
+        if getmany_calls == 1:
+            await rig.consumer.perform_seek()
+
+    original = Rig.run
+
+    async def run_with_straddle(self: Rig, on_event: Hook | None = None) -> None:
+        consumer = self.consumer
+        inner = consumer._wait_next_records
+
+        async def wait_next_records(timeout: float) -> Any:  # noqa: ASYNC109  # Faust's signature
+            result = await inner(timeout)
+            await straddling()
+            return result
+
+        consumer._wait_next_records = wait_next_records
+        await original(self, on_event)
+
+    await run_with_straddle(rig)
+    assert (rig.received, rig.seeks) == ([(b"b2", o) for o in range(3, 10)], 2)
+
+
+# Gaps, redeliveries and commits: the same as Faust's loop.
+
+
+async def test_a_hole_in_the_offsets_is_committed_past(rig: Rig, fast_path: bool) -> None:
+    rig.wiring.app.faust_fast_path = fast_path
+    rig.fetches = [_records(b"b1", [*range(10), *range(15, 20)])]
+    await rig.run()
+    await rig.consumer.commit()
+    assert (rig.received, rig.commits) == (
+        [(b"b1", o) for o in [*range(10), *range(15, 20)]],
+        [{TP0: 20}],
+    )
+
+
+async def test_without_the_gap_record_the_commit_stops_at_the_hole(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def no_gap(tp: TP, offset_from: int, offset_to: int) -> None:
+        return None
+
+    monkeypatch.setattr(rig.consumer, "_add_gap", no_gap)  # guarantee removed
+    rig.fetches = [_records(b"b1", [*range(10), *range(15, 20)])]
+    await rig.run()
+    await rig.consumer.commit()
+    assert rig.commits == [{TP0: 10}]
+
+
+async def test_records_already_read_are_not_delivered_again(rig: Rig, fast_path: bool) -> None:
+    rig.wiring.app.faust_fast_path = fast_path
+    rig.fetches = [_records(b"b1", range(5)), _records(b"b2", range(8))]
+    await rig.run()
+    assert rig.received == [(b"b1", o) for o in range(5)] + [(b"b2", o) for o in range(4, 8)]
+
+
+async def test_commit_every_commits_what_the_agent_acked(rig: Rig, fast_path: bool) -> None:
+    rig.wiring.app.faust_fast_path = fast_path
+    rig.consumer._commit_every = 100
+    rig.fetches = [_records(b"b1", range(250)), _records(b"b2", range(250, 260))]
+    await rig.run()
+    # Each commit covers what the agent had acked by then; none goes past an unacked record.
+    offsets = [c[TP0] for c in rig.commits]
+    assert offsets and offsets == sorted(offsets) and offsets[-1] <= 260
+    assert len(rig.received) == 260
+
+
+async def test_the_fast_path_commits_once_per_batch(rig: Rig) -> None:
+    rig.consumer._commit_every = 10
+    rig.fetches = [_records(b"b1", range(90)), _records(b"b2", range(90, 180))]
+    await rig.run()
+    # Acks arrive while the next fetch is in flight; each batch's end commits them once.
+    assert [c[TP0] for c in rig.commits] == [90, 180]
+
+
+# The eager step itself.
+
+
+async def test_a_callback_that_does_not_block_finishes_in_its_first_step() -> None:
+    done: list[int] = []
+
+    async def callback() -> None:
+        done.append(1)
+
+    assert (start_eagerly(callback()), done) == (None, [1])
+
+
+async def test_a_blocked_callback_resumes_where_it_stopped_when_awaited() -> None:
+    gate = asyncio.Event()
+    steps: list[str] = []
+
+    async def callback() -> str:
+        steps.append("before")
+        await gate.wait()
+        steps.append("after")
+        return "done"
+
+    blocked = start_eagerly(callback())
+    assert blocked is not None
+    task = asyncio.ensure_future(blocked)
+    await _turns(3)
+    gate.set()
+    assert (await task, steps) == ("done", ["before", "after"])
+
+
+async def test_cancelling_a_blocked_callback_cancels_it_inside() -> None:
+    seen: list[str] = []
+
+    async def callback() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    blocked = start_eagerly(callback())
+    assert blocked is not None
+    task = asyncio.ensure_future(blocked)
+    await _turns(2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert seen == ["cancelled"]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, FilePath, field_validator, model_validator
+from pydantic import Field, FilePath, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from loopguard.config.defaults import (
@@ -31,14 +31,93 @@ _BROKER_SCHEMES = ("kafka", "aiokafka")
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 Store = Literal["rocksdb://", "memory://"]
 ProcessingGuarantee = Literal["at_least_once", "exactly_once"]
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 
-class Settings(BaseSettings):
+class KafkaSecuritySettings(BaseSettings):
+    """How every LoopGuard client authenticates to Kafka: TLS, SASL (docs/security.md).
+
+    `Settings` inherits these fields; tools that connect without being a worker (`replay
+    --topic`) build this part alone. `streams/kafka/security.py` turns it into client options.
+    """
+
+    # hide_input_in_errors: a cross-field error's input is every field, the password too.
+    model_config = SettingsConfigDict(
+        env_prefix="LOOPGUARD_",
+        extra="ignore",
+        frozen=True,
+        validate_default=True,
+        hide_input_in_errors=True,
+    )
+
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None  # never printed: repr and errors show '**********'
+    ssl_ca_file: FilePath | None = None  # None: the system's trusted CAs
+    ssl_cert_file: FilePath | None = None  # client certificate (mutual TLS) ...
+    ssl_key_file: FilePath | None = None  # ... and its private key (PEM)
+    ssl_key_password: SecretStr | None = None
+    ssl_check_hostname: bool = True
+
+    @field_validator("security_protocol", "sasl_mechanism", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        """Accept `sasl_ssl` as well as `SASL_SSL`, `scram-sha-512` as well as the upper case."""
+        return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _security_consistent(self) -> KafkaSecuritySettings:
+        """SASL needs a mechanism and credentials; TLS files need a TLS protocol; all listed."""
+        problems: list[str] = []
+        protocol = self.security_protocol
+        is_sasl = protocol.startswith("SASL_")
+        is_tls = protocol in ("SSL", "SASL_SSL")
+        if is_sasl:
+            missing = [
+                f"LOOPGUARD_{name.upper()}"
+                for name in ("sasl_mechanism", "sasl_username", "sasl_password")
+                if getattr(self, name) in (None, "")
+            ]
+            if missing:
+                problems.append(f"security_protocol={protocol} needs {', '.join(missing)}")
+        else:
+            given = [
+                f"LOOPGUARD_{name.upper()}"
+                for name in ("sasl_mechanism", "sasl_username", "sasl_password")
+                if getattr(self, name) is not None
+            ]
+            if given:
+                problems.append(
+                    f"{', '.join(given)} set but security_protocol={protocol} uses no SASL "
+                    "(use SASL_SSL or SASL_PLAINTEXT)"
+                )
+        tls_files = [
+            f"LOOPGUARD_{name.upper()}"
+            for name in ("ssl_ca_file", "ssl_cert_file", "ssl_key_file", "ssl_key_password")
+            if getattr(self, name) is not None
+        ]
+        if tls_files and not is_tls:
+            problems.append(
+                f"{', '.join(tls_files)} set but security_protocol={protocol} uses no TLS "
+                "(use SSL or SASL_SSL)"
+            )
+        if (self.ssl_cert_file is None) != (self.ssl_key_file is None):
+            problems.append(
+                "mutual TLS needs both LOOPGUARD_SSL_CERT_FILE and LOOPGUARD_SSL_KEY_FILE"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class Settings(KafkaSecuritySettings):
     """Everything a LoopGuard worker needs to know about its surroundings."""
 
     model_config = SettingsConfigDict(
         env_prefix="LOOPGUARD_",
-        extra="forbid",
+        extra="forbid",  # (the security fields come from KafkaSecuritySettings)
         frozen=True,
         validate_default=True,
     )

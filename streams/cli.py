@@ -51,7 +51,9 @@ def _source(args: argparse.Namespace) -> FileInput | TopicInput:
         if args.input is not None:
             raise CliError("give either an input file or --topic, not both", EXIT_USAGE)
         start, end = _bound(args.from_, "--from"), _bound(args.to, "--to")
-        return TopicInput(args.broker, args.topic, start, end)
+        from loopguard.streams.kafka.security import ClientSecurity  # LOOPGUARD_SECURITY_* etc.
+
+        return TopicInput(args.broker, args.topic, start, end, ClientSecurity.from_env())
     if args.input is None:
         raise CliError("no input: give a file, - for stdin, or --topic", EXIT_USAGE)
     if args.from_ is not None or args.to is not None:

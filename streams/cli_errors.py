@@ -14,6 +14,7 @@ from typing import Final
 from loopguard.streams.errors import StreamError
 
 __all__ = [
+    "EXIT_BROKER_REFUSED",
     "EXIT_BROKER_UNREACHABLE",
     "EXIT_CANNOT_WRITE",
     "EXIT_FAILED",
@@ -32,6 +33,7 @@ EXIT_FAILED: Final = 1  # the command's answer is "no": invalid policy, run not 
 EXIT_USAGE: Final = 2  # a bad flag or value; `replay --strict` stopped at a malformed line
 EXIT_NO_INPUT: Final = 66  # EX_NOINPUT: missing/unreadable file, corrupt gzip, missing topic
 EXIT_BROKER_UNREACHABLE: Final = 69  # EX_UNAVAILABLE: no broker answered in time
+EXIT_BROKER_REFUSED: Final = 77  # EX_NOPERM: wrong password, untrusted CA, missing ACL
 EXIT_INTERNAL: Final = 70  # EX_SOFTWARE: a bug; rerun with --debug and report it
 EXIT_CANNOT_WRITE: Final = 73  # EX_CANTCREAT: --output / --html cannot be written
 EXIT_POLICY: Final = 78  # EX_CONFIG: the policy file is missing or invalid
@@ -52,6 +54,7 @@ def describe(exc: BaseException) -> tuple[str, int]:
     from loopguard.config import PolicyError
     from loopguard.streams.audit.inputs import InputError
     from loopguard.streams.kafka.broker_wait import BrokerUnreachable
+    from loopguard.streams.kafka.security import BrokerRefused
 
     if isinstance(exc, CliError):
         return exc.message, exc.code
@@ -63,6 +66,8 @@ def describe(exc: BaseException) -> tuple[str, int]:
         where = f"{first.path}: " if first is not None and first.path else ""
         text = f"invalid policy: {where}{first.message if first else exc}"
         return text + (more if len(exc.issues) > 1 else ""), EXIT_POLICY
+    if isinstance(exc, BrokerRefused):  # before BrokerError: its message names the cause
+        return str(exc), EXIT_BROKER_REFUSED
     if isinstance(exc, BrokerUnreachable):
         return str(exc), EXIT_BROKER_UNREACHABLE
     if _is_kafka_connection_error(exc):

@@ -25,7 +25,9 @@ def _report(exc: ValidationError) -> None:
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or "(settings)"
         env = f"LOOPGUARD_{field.upper()}" if err["loc"] else "LOOPGUARD_*"
-        lines.append(f"  {env}: {err['msg']} (got {err.get('input')!r})")
+        # A cross-field error's input is every setting, secrets too (docs/security.md).
+        got = f" (got {err.get('input')!r})" if err["loc"] else ""
+        lines.append(f"  {env}: {err['msg']}{got}")
     sys.stderr.write("\n".join(lines) + "\n")
 
 

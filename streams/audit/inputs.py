@@ -15,9 +15,12 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from loopguard.streams.errors import StreamError
+
+if TYPE_CHECKING:  # aiokafka is imported only for topics
+    from loopguard.streams.kafka.security import ClientSecurity
 
 __all__ = [
     "Bound",
@@ -138,6 +141,7 @@ def topic_items(
     end: Bound | None = None,
     wait_s: float = 10.0,
     idle_s: float = 0.5,
+    security: ClientSecurity | None = None,
 ) -> Iterator[InputItem]:
     """A topic's message values from `start` (inclusive) to `end` (exclusive), streamed.
 
@@ -151,7 +155,7 @@ def topic_items(
 
     loop = asyncio.new_event_loop()
     try:
-        reader = _TopicReader(bootstrap, topic, wait_s, idle_s)
+        reader = _TopicReader(bootstrap, topic, wait_s, idle_s, security)
         loop.run_until_complete(retry_until_reachable(reader.start, bootstrap, 0.0))
         try:
             n = 0
@@ -173,7 +177,17 @@ def topic_items(
 class _TopicReader:
     """One group-less consumer reading one partition at a time between two offsets."""
 
-    def __init__(self, bootstrap: str, topic: str, wait_s: float, idle_s: float) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        wait_s: float,
+        idle_s: float,
+        security: ClientSecurity | None = None,
+    ) -> None:
+        from loopguard.streams.kafka.security import PLAINTEXT
+
+        self.security = security or PLAINTEXT  # TLS/SASL (streams/kafka/security.py)
         self.bootstrap = bootstrap
         self.topic = topic
         self.wait_s = wait_s
@@ -193,9 +207,11 @@ class _TopicReader:
 
         from loopguard.streams.kafka.admin import topic_partitions
 
-        self.partitions = (await topic_partitions(self.bootstrap, [self.topic], self.wait_s))[
-            self.topic
-        ]
+        self.partitions = (
+            await topic_partitions(
+                self.bootstrap, [self.topic], self.wait_s, security=self.security
+            )
+        )[self.topic]
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
             enable_auto_commit=False,
@@ -203,6 +219,7 @@ class _TopicReader:
             fetch_max_wait_ms=100,
             max_partition_fetch_bytes=4 * 1024 * 1024,
             request_timeout_ms=int(self.wait_s * 1000) + 1000,
+            **self.security.aiokafka_kwargs(),
         )
         await consumer.start()
         self._consumer = consumer
@@ -285,8 +302,14 @@ class TopicInput:
     total_bytes: int | None = None
 
     def __init__(
-        self, bootstrap: str, topic: str, start: Bound | None = None, end: Bound | None = None
+        self,
+        bootstrap: str,
+        topic: str,
+        start: Bound | None = None,
+        end: Bound | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
+        self.security = security
         self.bootstrap = bootstrap
         self.topic = topic
         self.start = start
@@ -297,4 +320,4 @@ class TopicInput:
         return 0
 
     def __iter__(self) -> Iterator[InputItem]:
-        return topic_items(self.bootstrap, self.topic, self.start, self.end)
+        return topic_items(self.bootstrap, self.topic, self.start, self.end, security=self.security)

@@ -32,6 +32,7 @@ from loopguard.detectors.values import JSON
 from loopguard.streams.client.run_events import MISSING, Missing, RunEvents, WireEvent, utc_now
 from loopguard.streams.errors import BrokerError, StreamError
 from loopguard.streams.kafka.admin import topic_partitions
+from loopguard.streams.kafka.security import PLAINTEXT, ClientSecurity
 from loopguard.streams.wire.codec import run_key
 
 __all__ = ["ClientError", "RunEvents", "RunHandle", "RuntimeClient", "Topics", "VerdictReply"]
@@ -138,8 +139,10 @@ class RuntimeClient:
         topic_wait: float = 10.0,
         clock: Callable[[], str | int] | None = utc_now,
         channel_tools: frozenset[str] = DEFAULT_CHANNEL_TOOLS,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap = bootstrap
+        self.security = security  # TLS/SASL (docs/security.md: the agent-runtime principal)
         self.channel_tools = channel_tools
         self.topics: TopicNames = topics or Topics()
         self.privacy = privacy
@@ -174,7 +177,9 @@ class RuntimeClient:
         t = self.topics
         names = [t.tool_calls, t.compactions] + ([t.control] if self._is_listening else [])
         try:
-            found = await topic_partitions(self.bootstrap, names, wait=self._topic_wait)
+            found = await topic_partitions(
+                self.bootstrap, names, wait=self._topic_wait, security=self.security
+            )
         except (BrokerError, KafkaError, OSError) as exc:
             raise ClientError(f"cannot start the runtime client: {exc}") from exc
         self._producer = AIOKafkaProducer(
@@ -182,6 +187,7 @@ class RuntimeClient:
             acks="all",
             linger_ms=self._linger_ms,
             client_id="loopguard-runtime",
+            **self.security.aiokafka_kwargs(),
         )
         await self._producer.start()
         if self._is_listening:
@@ -191,6 +197,7 @@ class RuntimeClient:
                 enable_auto_commit=False,
                 fetch_max_wait_ms=100,
                 client_id="loopguard-runtime",
+                **self.security.aiokafka_kwargs(),
             )
             await self._consumer.start()
             tps = [TopicPartition(t.control, p) for p in range(found[t.control])]

@@ -6,6 +6,10 @@ so `restart()` and a SIGKILL (`kill()` then `start()`) keep every topic, record 
 offset; `restart(keep_data=False)` is a broker that lost its disk. Measured on this 2-core box
 with 4.1.2: a cold start (format + start) takes ~6 s, a restart ~4 s; a group join ~0.1 s
 (`group.initial.rebalance.delay.ms=0`).
+
+`KafkaBroker(secure=True)` is the same broker locked down (streams/embedded/kafka_security.py):
+one `SASL_SSL` listener (SCRAM-SHA-512, a throwaway CA), the standard authorizer, no ACL but
+the super user's until a test grants them; `credentials(user)` is what a client of it needs.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from pathlib import Path
 from typing import Final, Self
 
 from loopguard.streams.embedded.child import HOST, ChildBroker, free_port, kafka_ready
+from loopguard.streams.embedded.kafka_security import ADMIN, SecureSetup
 from loopguard.streams.errors import BrokerError
+from loopguard.streams.kafka.security import ClientSecurity
 
 __all__ = [
     "KAFKA_VERSION",
@@ -128,7 +134,9 @@ def _cluster_id() -> str:
             return cid
 
 
-def _server_properties(port: int, controller_port: int, data: Path) -> str:
+def _server_properties(
+    port: int, controller_port: int, data: Path, secure: SecureSetup | None = None
+) -> str:
     """The broker config: loopback only, explicit topics, small everything for a 2-core box."""
     settings = {
         "process.roles": "broker,controller",
@@ -164,6 +172,8 @@ def _server_properties(port: int, controller_port: int, data: Path) -> str:
         "broker.heartbeat.interval.ms": "1000",
         "broker.session.timeout.ms": "4000",
     }
+    if secure is not None:
+        settings.update(secure.server_properties(port, controller_port))
     return "".join(f"{k}={v}\n" for k, v in settings.items())
 
 
@@ -179,6 +189,31 @@ def _log4j_properties(log: Path) -> str:
     )
 
 
+def _secure_ready(bootstrap: str, admin: ClientSecurity) -> bool:
+    """True when the super user can log in and the metadata lists a broker (TLS, SASL)."""
+    import asyncio
+    import concurrent.futures
+
+    from aiokafka.client import AIOKafkaClient
+    from aiokafka.errors import KafkaError
+
+    async def probe() -> bool:
+        client = AIOKafkaClient(
+            bootstrap_servers=bootstrap, request_timeout_ms=2000, **admin.aiokafka_kwargs()
+        )
+        try:
+            await client.bootstrap()
+            return bool(client.cluster.brokers())
+        except (KafkaError, OSError):
+            return False
+        finally:
+            await client.close()
+
+    # Its own thread and loop: start() is synchronous and may run under a caller's loop.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, probe()).result()
+
+
 class KafkaBroker(ChildBroker):
     """A single-node KRaft Apache Kafka child process on 127.0.0.1; a sync context manager."""
 
@@ -192,7 +227,10 @@ class KafkaBroker(ChildBroker):
         home: Path | None = None,
         heap_mb: int = 512,
         start_timeout: float = 90.0,
+        secure: bool = False,
     ) -> None:
+        self._is_secure = secure
+        self._secure: SecureSetup | None = None
         self._port = port
         self._controller_port: int | None = None
         self._home = home
@@ -208,6 +246,22 @@ class KafkaBroker(ChildBroker):
         if self._dir is None:
             raise BrokerError("the Kafka broker has not been started yet")
         return self._dir
+
+    @property
+    def is_secure(self) -> bool:
+        """True for the locked-down broker (SASL_SSL, ACLs)."""
+        return self._is_secure
+
+    @property
+    def secure_setup(self) -> SecureSetup:
+        """CA, users and passwords of the secured broker (after start)."""
+        if self._secure is None:
+            raise BrokerError("this Kafka broker is not secured, or not started yet")
+        return self._secure
+
+    def credentials(self, user: str = ADMIN) -> ClientSecurity:
+        """Client security for `user` (plaintext broker: no security at all)."""
+        return self.secure_setup.client(user) if self._is_secure else ClientSecurity()
 
     @property
     def log_path(self) -> Path:
@@ -232,8 +286,12 @@ class KafkaBroker(ChildBroker):
             self._port = free_port()
         if self._controller_port is None:
             self._controller_port = free_port()
+        if self._is_secure and self._secure is None:
+            self._secure = SecureSetup.create(self.data_dir / "tls")
         config = self.data_dir / "server.properties"
-        config.write_text(_server_properties(self.port, self._controller_port, self.data_dir))
+        config.write_text(
+            _server_properties(self.port, self._controller_port, self.data_dir, self._secure)
+        )
         (self.data_dir / "log4j2.properties").write_text(_log4j_properties(self.log_path))
         classpath = str(home / "libs" / "*")
         self._register()  # from here on: an interrupted start still ends in stop() at exit
@@ -260,6 +318,8 @@ class KafkaBroker(ChildBroker):
     def _format(self, java: str, classpath: str, config: Path) -> None:
         cmd = self._jvm(java, classpath, 256) + ["kafka.tools.StorageTool", "format"]
         cmd += ["-t", _cluster_id(), "-c", str(config)]
+        if self._secure is not None:  # SCRAM users live in the metadata log from the start
+            cmd += self._secure.scram_arguments()
         done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
         if done.returncode != 0:
             tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-6:])
@@ -280,7 +340,7 @@ class KafkaBroker(ChildBroker):
                     f"Kafka exited with code {code} while starting on {self.bootstrap}: "
                     f"{self._log_tail()}"
                 )
-            if kafka_ready(HOST, self.port) and has_live_broker(HOST, self.port):
+            if self._is_serving():
                 return
             time.sleep(0.1)
         self._terminate(5.0)
@@ -288,6 +348,11 @@ class KafkaBroker(ChildBroker):
             f"Kafka did not serve on {self.bootstrap} within {self._start_timeout}s: "
             f"{self._log_tail()}"
         )
+
+    def _is_serving(self) -> bool:
+        if self._secure is None:
+            return kafka_ready(HOST, self.port) and has_live_broker(HOST, self.port)
+        return _secure_ready(self.bootstrap, self._secure.client(ADMIN))
 
     def _log_tail(self, lines: int = 8) -> str:
         text = ""

@@ -13,8 +13,15 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaConnectionError
 
 from loopguard.streams.errors import BrokerError
+from loopguard.streams.kafka.security import (
+    PLAINTEXT,
+    ClientSecurity,
+    authorization_refusal,
+    diagnose_refusal,
+)
 
 __all__ = ["create_topics", "topic_partitions"]
 
@@ -29,14 +36,14 @@ async def create_topics(
     replication_factor: int = 1,
     configs: Mapping[str, Mapping[str, str]] | None = None,
     wait: float = 10.0,
+    security: ClientSecurity = PLAINTEXT,
 ) -> None:
     """Create topics (existing ones are fine), wait up to `wait` s, verify partition counts.
 
     `configs` maps a topic name to its topic configs, e.g. `{"x": {"cleanup.policy": "compact"}}`.
     """
     wanted = list(dict.fromkeys(names))
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(wait * 1000))
-    await admin.start()
+    admin = await _started_admin(bootstrap, wait, security)
     try:
         configs = configs or {}
         new = [
@@ -46,6 +53,9 @@ async def create_topics(
         response = await admin.create_topics(new, timeout_ms=int(wait * 1000))
         for topic, code, *rest in response.topic_errors:
             if code not in (0, _TOPIC_ALREADY_EXISTS):
+                refused = authorization_refusal(code, f"creating topic {topic!r}", security)
+                if refused is not None:
+                    raise refused
                 detail = rest[0] if rest else ""
                 raise BrokerError(f"cannot create topic {topic!r}: error {code} {detail}".strip())
         found = await _wait_for_topics(admin, wanted, wait)
@@ -60,15 +70,39 @@ async def create_topics(
 
 
 async def topic_partitions(
-    bootstrap: str | list[str], names: Iterable[str], wait: float = 10.0
+    bootstrap: str | list[str],
+    names: Iterable[str],
+    wait: float = 10.0,
+    *,
+    security: ClientSecurity = PLAINTEXT,
 ) -> dict[str, int]:
     """Partition count of each named topic, waiting up to `wait` seconds for all to exist."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(wait * 1000))
-    await admin.start()
+    admin = await _started_admin(bootstrap, wait, security)
     try:
         return await _wait_for_topics(admin, list(dict.fromkeys(names)), wait)
     finally:
         await admin.close()
+
+
+async def _started_admin(
+    bootstrap: str | list[str], wait: float, security: ClientSecurity
+) -> AIOKafkaAdminClient:
+    """A started admin client; a broker that refuses us raises BrokerRefused with the cause."""
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap,
+        request_timeout_ms=int(wait * 1000),
+        **security.aiokafka_kwargs(),
+    )
+    try:
+        await admin.start()
+    except KafkaConnectionError:
+        await admin.close()
+        if security.protocol != "PLAINTEXT":
+            refused = await diagnose_refusal(bootstrap, security)
+            if refused is not None:
+                raise refused from None
+        raise
+    return admin
 
 
 async def _wait_for_topics(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from loopguard.streams.kafka.admin import topic_partitions
+from loopguard.streams.kafka.security import PLAINTEXT, ClientSecurity
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,12 +32,13 @@ async def read_topic_records(
     idle_s: float = 0.5,
     *,
     isolation_level: str = "read_uncommitted",
+    security: ClientSecurity = PLAINTEXT,
 ) -> list[TopicRecord]:
     """Every record of `topic`, partition by partition, in offset order.
 
     `read_committed` leaves out records of aborted (and still open) transactions.
     """
-    count = (await topic_partitions(bootstrap, [topic], wait=timeout_s))[topic]
+    count = (await topic_partitions(bootstrap, [topic], wait=timeout_s, security=security))[topic]
     tps = [TopicPartition(topic, p) for p in range(count)]
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
@@ -46,6 +48,7 @@ async def read_topic_records(
         max_partition_fetch_bytes=16 * 1024 * 1024,
         fetch_max_bytes=64 * 1024 * 1024,
         isolation_level=isolation_level,
+        **security.aiokafka_kwargs(),
     )
     await consumer.start()
     out: dict[int, list[TopicRecord]] = {tp.partition: [] for tp in tps}
@@ -79,13 +82,20 @@ async def read_topic_records(
 
 
 async def read_topic(
-    bootstrap: str, topic: str, timeout_s: float = 60.0, idle_s: float = 0.5
+    bootstrap: str,
+    topic: str,
+    timeout_s: float = 60.0,
+    idle_s: float = 0.5,
+    *,
+    security: ClientSecurity = PLAINTEXT,
 ) -> list[bytes]:
     """Every message value of `topic`, partition by partition, in offset order."""
-    records = await read_topic_records(bootstrap, topic, timeout_s, idle_s)
+    records = await read_topic_records(bootstrap, topic, timeout_s, idle_s, security=security)
     return [r.value or b"" for r in records]
 
 
-def read_topic_lines(bootstrap: str, topic: str) -> list[bytes]:
+def read_topic_lines(
+    bootstrap: str, topic: str, *, security: ClientSecurity = PLAINTEXT
+) -> list[bytes]:
     """`read_topic` for synchronous callers (the CLI)."""
-    return asyncio.run(read_topic(bootstrap, topic))
+    return asyncio.run(read_topic(bootstrap, topic, security=security))

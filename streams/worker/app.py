@@ -13,6 +13,7 @@ from typing import Any
 import faust
 
 from loopguard.config.settings import Settings
+from loopguard.streams.kafka.security import ClientSecurity
 from loopguard.streams.processing.metrics import CONTENT_TYPE_LATEST, Metrics
 from loopguard.streams.worker.faust.internals import LoopGuardApp
 
@@ -54,6 +55,7 @@ def build_app(settings: Settings, metrics: Metrics) -> Wiring:
     app = LoopGuardApp(
         settings.app_id,
         broker=settings.broker,
+        broker_credentials=ClientSecurity.from_settings(settings).faust_credentials(),
         store=settings.store,
         datadir=str(settings.worker_data_dir),
         autodiscover=False,
@@ -79,7 +81,10 @@ def build_app(settings: Settings, metrics: Metrics) -> Wiring:
     )
     app.fetch_max_wait_ms = settings.fetch_max_wait_ms
     app.faust_fast_path = settings.faust_fast_path
-    app.bootstrap_servers = tuple(settings.bootstrap_servers)
+    # The end-offset probe (streams/kafka/end_offsets.py) is for Tansu, which under-reports
+    # and has no TLS/SASL; its consumer carries no credentials, so a secured worker skips it.
+    is_plaintext = settings.security_protocol == "PLAINTEXT"
+    app.bootstrap_servers = tuple(settings.bootstrap_servers) if is_plaintext else ()
     raw: dict[str, Any] = {
         "key_type": bytes,
         "value_type": bytes,

@@ -28,6 +28,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from loopguard.streams.errors import StreamError
+from loopguard.streams.kafka.security import PLAINTEXT, ClientSecurity
 from loopguard.streams.worker.faust.internals import committed_offsets
 
 __all__ = [
@@ -54,8 +55,16 @@ class BrokerWatch:
     """Compares this worker's committed offsets with the broker's, from a Faust timer."""
 
     def __init__(
-        self, app: Any, group_id: str, topics: tuple[str, ...], bootstrap: list[str], data_dir: Path
+        self,
+        app: Any,
+        group_id: str,
+        topics: tuple[str, ...],
+        bootstrap: list[str],
+        data_dir: Path,
+        *,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
+        self._security = security
         self._app = app
         self._group = group_id
         self._topics = frozenset(topics)
@@ -108,7 +117,11 @@ class BrokerWatch:
 
     async def _broker_offsets(self, tps: list[Any]) -> dict[Any, int]:
         if self._admin is None:
-            admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, request_timeout_ms=1500)
+            admin = AIOKafkaAdminClient(
+                bootstrap_servers=self._bootstrap,
+                request_timeout_ms=1500,
+                **self._security.aiokafka_kwargs(),
+            )
             await admin.start()
             self._admin = admin
         # Partitions named explicitly: Tansu's answer for "all partitions" does not decode.

@@ -12,9 +12,10 @@ import sys
 
 from loopguard.config import Policy, load_policy
 from loopguard.config.settings import Settings
-from loopguard.streams.cli_errors import EXIT_BROKER_UNREACHABLE
+from loopguard.streams.cli_errors import EXIT_BROKER_REFUSED, EXIT_BROKER_UNREACHABLE
 from loopguard.streams.kafka.admin import create_topics
 from loopguard.streams.kafka.broker_wait import BrokerUnreachable, retry_until_reachable
+from loopguard.streams.kafka.security import BrokerRefused, ClientSecurity
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.processing.outbox import BatchOutbox, Outbox
 from loopguard.streams.worker.agent import RunProcessor, install_agent
@@ -48,6 +49,7 @@ async def ensure_topics(settings: Settings, wait_s: float = 15.0) -> None:
         replication_factor=settings.replication_factor,
         configs={changelog: {"cleanup.policy": "compact"}},
         wait=wait_s,
+        security=ClientSecurity.from_settings(settings),
     )
 
 
@@ -90,6 +92,9 @@ def run_worker(settings: Settings) -> int:
     except BrokerUnreachable as exc:
         sys.stderr.write(f"loopguard worker: {exc}\n")
         return EXIT_BROKER_UNREACHABLE
+    except BrokerRefused as exc:  # credentials, CA or ACL: retrying cannot help
+        sys.stderr.write(f"loopguard worker: {exc}\n")
+        return EXIT_BROKER_REFUSED
     wiring, _ = assemble(settings)
     watch = _install_broker_watch(wiring, settings)
     worker = QuietWorker(
@@ -122,6 +127,7 @@ def _install_broker_watch(wiring: Wiring, settings: Settings) -> BrokerWatch:
         settings.input_topics,
         settings.bootstrap_servers,
         settings.worker_data_dir,
+        security=ClientSecurity.from_settings(settings),
     )
 
     @wiring.app.timer(interval=BROKER_WATCH_INTERVAL_S)  # type: ignore[untyped-decorator]  # Faust's timer decorator is untyped

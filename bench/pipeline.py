@@ -4,6 +4,7 @@
     python bench/pipeline.py --quick    # 20,000 events, 1 warm-up + 2 runs
     python bench/pipeline.py --profile /tmp/worker.prof   # also cProfile one worker run
     python bench/pipeline.py --floor    # also Faust's floor: the worker with an empty agent
+    python bench/pipeline.py --floor --faust-loop   # + the same with Faust's own drain loop
     python bench/pipeline.py --broker kafka --exactly-once   # Apache Kafka; + exactly-once
 
 Starts the broker (`--broker`: embedded Tansu, or Apache Kafka) on 127.0.0.1, pre-fills the
@@ -290,6 +291,11 @@ async def main() -> None:
         "--exactly-once", action="store_true",
         help="also run the worker with LOOPGUARD_PROCESSING_GUARANTEE=exactly_once (Kafka)",
     )  # fmt: skip
+    ap.add_argument(
+        "--faust-loop", action="store_true",
+        help="also run the worker (and floors) with LOOPGUARD_FAUST_FAST_PATH=0: before/after",
+    )  # fmt: skip
+    ap.add_argument("--no-direct", action="store_true", help="skip bench/direct.py's prototype")
     add_broker_argument(ap)
     args = ap.parse_args()
     calls = 10_000 if args.quick else 100_000
@@ -325,17 +331,29 @@ async def _bench(
         direct_bytes: list[float] = []
         eos_rates: list[float] = []
         eos_env = {**extra_env, "LOOPGUARD_PROCESSING_GUARANTEE": "exactly_once"}
+        old_env = {**extra_env, "LOOPGUARD_FAUST_FAST_PATH": "0"}  # Faust's own drain loop
+        old_rates: list[float] = []
         floors: dict[str, list[float]] = {mode: [] for mode in FLOOR_MODES} if args.floor else {}
+        old_floors: dict[str, list[float]] = (
+            {mode: [] for mode in floors} if args.faust_loop else {}
+        )
         for i in range(runs + 1):  # run 0 is the warm-up
             rate = await relay(broker.bootstrap, source, "bench.relay", total)
             profile = None
             w_rate, per_event = await run_worker(
                 broker, source, str(i), total, workdir, profile, extra_env
             )
-            d_rate, d_bytes = await direct_worker(
+            d_rate, d_bytes = (0.0, 0.0) if args.no_direct else await direct_worker(
                 broker.bootstrap, source, "direct.control", "direct.changelog", f"direct{i}",
                 PARTITIONS, total,
             )  # fmt: skip
+            if args.faust_loop:
+                o_rate, _ = await run_worker(
+                    broker, source, f"old{i}", total, workdir, None, old_env
+                )
+                print(f"# run {i}: worker, Faust's drain loop {o_rate:,.0f} ev/s", file=sys.stderr)
+                if i:
+                    old_rates.append(o_rate)
             print(
                 f"# run {i}{' (warm-up)' if i == 0 else ''}: worker {w_rate:,.0f} ev/s, "
                 f"direct {d_rate:,.0f} ev/s, relay {rate:,.0f} ev/s, changelog {per_event:.0f} "
@@ -356,6 +374,14 @@ async def _bench(
                 print(f"# run {i}: Faust floor ({mode}) {f_rate:,.0f} ev/s", file=sys.stderr)
                 if i:
                     rates.append(f_rate)
+            for mode, rates in old_floors.items():
+                f_rate, _ = await run_worker(
+                    broker, source, f"old{mode}{i}", total, workdir, None, old_env, floor=mode
+                )
+                print(f"# run {i}: Faust floor ({mode}), Faust's loop {f_rate:,.0f} ev/s",
+                      file=sys.stderr)  # fmt: skip
+                if i:
+                    rates.append(f_rate)
             if i:
                 worker_rates.append(w_rate)
                 relay_rates.append(rate)
@@ -368,8 +394,17 @@ async def _bench(
         on = {"events": total, "broker": args.broker}
         print(_figure("worker_events_per_s", worker_rates, relay_rates, **on))
         print(_figure("changelog_bytes_per_event", bytes_per_event, None, **on))
-        print(_figure("direct_events_per_s", direct_rates, relay_rates, **on))
-        print(_figure("direct_changelog_bytes_per_event", direct_bytes, None, **on))
+        if old_rates:
+            vs = round(statistics.median(worker_rates) / statistics.median(old_rates), 3)
+            print(
+                _figure(
+                    "worker_faust_loop_events_per_s", old_rates, relay_rates,
+                    fast_path_speedup=vs, **on,
+                )
+            )  # fmt: skip
+        if not args.no_direct:
+            print(_figure("direct_events_per_s", direct_rates, relay_rates, **on))
+            print(_figure("direct_changelog_bytes_per_event", direct_bytes, None, **on))
         if eos_rates:
             vs = round(statistics.median(eos_rates) / statistics.median(worker_rates), 3)
             print(
@@ -380,6 +415,14 @@ async def _bench(
             )  # fmt: skip
         for mode, rates in floors.items():
             print(_figure(f"faust_floor_{mode}_events_per_s", rates, relay_rates, **on))
+        for mode, rates in old_floors.items():
+            vs = round(statistics.median(floors[mode]) / statistics.median(rates), 3)
+            print(
+                _figure(
+                    f"faust_floor_{mode}_faust_loop_events_per_s", rates, relay_rates,
+                    fast_path_speedup=vs, **on,
+                )
+            )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -49,6 +49,27 @@ class RunState:
     held: list[HeldEvent] = field(default_factory=list)  # life events ahead of the tool events
     stamp_ms: int | None = None  # opaque to the engine: the stream layer's last event time
 
+    def snapshot(self) -> RunState:
+        """A copy the engine's in-place update cannot reach (containers copied, values shared).
+
+        Records and observations are immutable, so one level suffices; every field is named
+        here (not looped over) because the stream worker takes one before each event.
+        """
+        return RunState(
+            self.history.copy(),
+            self.buckets.copy(),
+            self.agent_id,
+            self.guard_remaining,
+            self.guard_seq,
+            self.guard_obs.copy(),
+            self.tool_seq,
+            self.life_seq,
+            self.ended_seq,
+            self.life_done,
+            self.held.copy(),
+            self.stamp_ms,
+        )
+
     @property
     def is_ended(self) -> bool:
         """True once the run's `run_end` was processed (the state is a tombstone)."""

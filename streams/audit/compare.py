@@ -193,7 +193,7 @@ def _account(
         if ev.type == "run_end" and run.decisions == [0, 0]:
             del report.runs[ev.run_id]  # a run ended with no decision: only its count stays
         return
-    state = first.states.get(ev.run_id)
+    state = first.state_of(ev.run_id)
     agent = (state.agent_id if state is not None else None) or ev.agent_id or "-"
     run.agent_id = agent
     events = (_loop_events(outs[0]), _loop_events(outs[1]))

@@ -124,7 +124,7 @@ def explain_run(
         remaining = state.guard_remaining
         dups = replayer.stats.duplicates
         decisions = replayer.feed_event(ev)
-        state = replayer.states[ev.run_id]
+        state = replayer.state_of(ev.run_id) or state
         row.duplicate = replayer.stats.duplicates > dups
         if ev.type == "tool_result":
             row.outcome_hash = _outcome_hash(state, ev.seq)

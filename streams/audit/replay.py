@@ -1,4 +1,5 @@
-"""Offline replay: the same engine as the worker over JSONL lines or a topic's messages.
+"""Offline replay: the worker's own processing core (`RunDriver`) over JSONL lines or a topic's
+messages, with in-memory state and outputs.
 
 Deterministic: the same input and policy give byte-identical output. Runs are independent,
 so interleaving runs in the input never changes any run's decisions. Memory follows the live
@@ -8,27 +9,22 @@ stream time (the largest event `ts` seen) is dropped, as the worker drops it (do
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+
+import orjson
 
 from loopguard.config import Policy
-from loopguard.detectors import (
-    Decision,
-    Event,
-    InvalidEvent,
-    RunState,
-    Thresholds,
-    apply_event,
-    effective_agent,
-    parse_event,
-)
-from loopguard.streams.wire.codec import Rejected as CodecRejected
-from loopguard.streams.wire.codec import decode_object, encode
+from loopguard.detectors import Decision, Event, RunState, Thresholds, parse_event
+from loopguard.streams.processing.driver import DriverLimits, RunDriver, event_time_ms
+from loopguard.streams.processing.metrics import Metrics
+from loopguard.streams.processing.partition import LiveRun
+from loopguard.streams.wire.codec import encode, run_key
 
 __all__ = [
     "MAX_LINE_BYTES",
+    "MemoryOutputs",
+    "MemoryStore",
     "Rejected",
     "ReplayStats",
     "Replayer",
@@ -78,22 +74,60 @@ class Rejected:
     detail: str
 
 
-def event_time_ms(ts: object) -> int | None:
-    """An event's optional `ts` (epoch milliseconds or RFC 3339) in epoch milliseconds."""
-    if isinstance(ts, bool) or ts is None:
-        return None
-    if isinstance(ts, int | float):
-        return int(ts)
-    if isinstance(ts, str):
-        try:
-            return int(datetime.fromisoformat(ts).timestamp() * 1000)
-        except ValueError:
-            return None
-    return None
+class MemoryStore:
+    """The `StateStore` of an offline replay: run states in a dict (replay never checkpoints,
+    so it only answers misses and deletes expired runs)."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[int, bytes], bytes] = {}
+
+    def get(self, partition: int, key: bytes) -> bytes | None:
+        """The stored state of a run, if any."""
+        return self.values.get((partition, key))
+
+    def put(self, partition: int, key: bytes, value: bytes) -> None:
+        """Store a run's state."""
+        self.values[(partition, key)] = value
+
+    def delete(self, partition: int, key: bytes) -> None:
+        """Forget a run's state."""
+        self.values.pop((partition, key), None)
+
+
+class MemoryOutputs:
+    """The `Outputs` of an offline replay: the current line's control messages and refusals."""
+
+    def __init__(self) -> None:
+        self.decisions: list[bytes] = []
+        self.dead_letters: list[bytes] = []
+
+    def decision(self, key: bytes, value: bytes) -> None:
+        """Keep one control message (the bytes the worker would publish)."""
+        self.decisions.append(value)
+
+    def dead_letter(self, key: bytes | None, value: bytes) -> None:
+        """Keep one dead-letter record."""
+        self.dead_letters.append(value)
+
+
+class _Line:
+    """One input line as the driver reads a message: no key, no record time, partition 0.
+
+    One instance is reused for every line: the driver keeps no reference to a message."""
+
+    __slots__ = ("offset", "value")
+    topic = "replay"
+    partition = 0
+    key = None
+    timestamp = None
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.value: bytes | None = None
 
 
 class Replayer:
-    """Holds every live run's state while events are fed in order."""
+    """Feeds events in input order through one offline `RunDriver`; every run on partition 0."""
 
     def __init__(
         self,
@@ -102,80 +136,101 @@ class Replayer:
         idle_ttl_ms: int | None = None,
         max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
-        self.policy = policy
-        self.channel_tools = channel_tools
+        self.policy = policy if channel_tools is None else policy.with_channel_tools(channel_tools)
         self.idle_ttl_ms = idle_ttl_ms or None
         self.max_line_bytes = max_line_bytes
-        self.states: dict[str, RunState] = {}
         self.stats = ReplayStats()
-        self.stream_ms: int | None = None
-        self._th: dict[str | None, Thresholds] = {}
+        self.outputs = MemoryOutputs()
+        self.store = MemoryStore()
+        ttl = self.idle_ttl_ms or 0  # 0: no TTL, stream time never moves (driver, offline)
+        limits = DriverLimits(max_line_bytes, 0, run_idle_ttl_ms=ttl, run_cache_idle_ms=ttl)
+        self.driver = RunDriver(
+            self.policy, limits, self.store, self.outputs, Metrics(), offline=True
+        )
+        self._runs = self.driver.partition(0)
+        self._msg = _Line()
         self._until_sweep = SWEEP_EVERY
+
+    @property
+    def stream_ms(self) -> int | None:
+        """Stream time: the largest event `ts` seen (None without an idle TTL)."""
+        return self._runs.stream_ms
+
+    @stream_ms.setter
+    def stream_ms(self, now: int | None) -> None:
+        self._runs.stream_ms = now
+
+    @property
+    def states(self) -> dict[str, RunState]:
+        """Every live run's state by run id (a new dict: for tests and the chaos oracle)."""
+        return {k.decode("utf-8"): run.state for k, run in self._runs.live.items()}
+
+    def state_of(self, run_id: str) -> RunState | None:
+        """One live run's state, if held."""
+        run = self._runs.live.get(run_key(run_id))
+        return None if run is None else run.state
 
     def thresholds(self, agent_id: str | None) -> Thresholds:
         """Resolved thresholds for an agent, with the service's channel tools applied."""
-        th = self._th.get(agent_id)
-        if th is None:
-            th = self.policy.for_agent(agent_id)
-            if self.channel_tools is not None:
-                th = dataclasses.replace(th, channel_tools=self.channel_tools)
-            self._th[agent_id] = th
-        return th
+        return self.driver.thresholds(agent_id)
 
     def state_for(self, ev: Event) -> RunState:
-        """The run's state, fresh when the run is new or was idle past the TTL."""
-        state = self.states.get(ev.run_id)
-        ttl = self.idle_ttl_ms
-        if ttl is not None:
-            now = self.stream_ms
-            if state is not None and _is_idle(state, now, ttl):
-                state = None
-            if state is None:
-                state = self.states[ev.run_id] = RunState()
-            state.stamp_ms = now
-            self._until_sweep -= 1
-            if self._until_sweep <= 0:
-                self.sweep()
-            return state
-        if state is None:
-            state = self.states[ev.run_id] = RunState()
-        return state
+        """The run's state as the next event sees it: fresh when new or idle past the TTL."""
+        run: LiveRun = self.driver.load(0, run_key(ev.run_id))
+        return run.state
 
     def observe_time(self, obj: object) -> int | None:
         """Advance stream time with a decoded line's `ts` (every decodable line counts)."""
         if self.idle_ttl_ms is None or type(obj) is not dict:
             return None
         raw_ts = obj.get("ts")
-        if raw_ts is None:  # the common case in fleets that do not stamp events: no parsing
-            return self.stream_ms
-        ts = event_time_ms(raw_ts)
-        if ts is not None and (self.stream_ms is None or ts > self.stream_ms):
-            self.stream_ms = ts
-        return self.stream_ms
+        if raw_ts is not None:
+            self._runs.advance(event_time_ms(raw_ts))
+        return self._runs.stream_ms
 
     def sweep(self) -> None:
         """Drop the runs idle past the TTL in stream time (their next event starts fresh)."""
         self._until_sweep = SWEEP_EVERY
-        ttl, now = self.idle_ttl_ms, self.stream_ms
-        if ttl is None or now is None:
-            return
-        for run_id in [r for r, s in self.states.items() if _is_idle(s, now, ttl)]:
-            del self.states[run_id]
+        self._runs.next_sweep_ms = 0  # now, whatever the driver's schedule says
+        self.driver.sweep(0)
+
+    def feed_line(self, line: int, raw: bytes | str) -> list[Decision] | Rejected:
+        """Decode, load, apply and publish one input line: its decisions, or its refusal."""
+        msg = self._msg
+        msg.offset = line
+        msg.value = raw.encode() if isinstance(raw, str) else raw
+        if self.outputs.decisions:
+            self.outputs.decisions.clear()
+        ev = self.driver.decode(msg)
+        if ev is None:
+            return self._refused(line)
+        return self._feed(ev)
 
     def feed_event(self, ev: Event) -> list[Decision]:
-        """Process one parsed event (its line's time already observed)."""
+        """Process one parsed event (its line's time already observed); an engine failure is
+        counted as a rejected line."""
+        if self.outputs.decisions:
+            self.outputs.decisions.clear()
+        out = self._feed(ev)
+        return [] if isinstance(out, Rejected) else out
+
+    def _feed(self, ev: Event) -> list[Decision] | Rejected:
         stats = self.stats
         stats.events += 1
-        state = self.states.get(ev.run_id)
-        if state is None or self.idle_ttl_ms is not None:
-            state = self.state_for(ev)
-        agent = effective_agent(state, ev)
-        th = self._th.get(agent)
-        applied = apply_event(state, ev, th if th is not None else self.thresholds(agent))
-        if applied.is_duplicate:
+        step = self.driver.step(self._msg, ev)
+        self._until_sweep -= 1
+        if self._until_sweep <= 0:
+            self._until_sweep = SWEEP_EVERY
+            self.driver.sweep(0)
+        if step is None:
+            return self._refused(self._msg.offset)
+        if step.is_duplicate:
             stats.duplicates += 1
-        out = applied.decisions
-        stats.decisions += len(out)
+            return step.decisions
+        out = step.decisions
+        if out:
+            stats.decisions += len(out)
+            self.driver.publish(step.key, out)
         return out
 
     def feed(self, obj: object) -> list[Decision]:
@@ -184,15 +239,12 @@ class Replayer:
         return self.feed_event(parse_event(obj))
 
     def decode(self, line: int, raw: bytes | str) -> Event | Rejected:
-        """Decode and validate one line as the worker does (streams/codec.decode_object)."""
-        try:
-            obj = decode_object(raw.encode() if isinstance(raw, str) else raw, self.max_line_bytes)
-            self.observe_time(obj)
-            return parse_event(obj)
-        except CodecRejected as e:
-            return self.reject(line, e.reason, e.detail)
-        except InvalidEvent as e:
-            return self.reject(line, e.reason, e.detail)
+        """Decode and validate one line as the worker does (the driver's decode step)."""
+        msg = self._msg
+        msg.offset = line
+        msg.value = raw.encode() if isinstance(raw, str) else raw
+        ev = self.driver.decode(msg)
+        return self._refused(line) if ev is None else ev
 
     def reject(self, line: int, reason: str, detail: str) -> Rejected:
         """Count a malformed input line."""
@@ -200,36 +252,37 @@ class Replayer:
         self.stats.rejected_reasons[reason] = self.stats.rejected_reasons.get(reason, 0) + 1
         return Rejected(line, reason, detail)
 
-
-def _is_idle(state: RunState, now: int | None, ttl: int) -> bool:
-    stamp = state.stamp_ms
-    return stamp is not None and now is not None and now - stamp > ttl
+    def _refused(self, line: int) -> Rejected:
+        """The refusal the driver just dead-lettered, as a rejected line (rare: decoded)."""
+        record = orjson.loads(self.outputs.dead_letters.pop())
+        return self.reject(line, str(record["reason"]), str(record["detail"]))
 
 
 def replay_items(
     replayer: Replayer, items: Iterable[tuple[int, bytes]]
 ) -> Iterator[tuple[int, Decision | Rejected]]:
     """(position, decision) for each decision in input order, and (position, Rejected)."""
-    decode, feed = replayer.decode, replayer.feed_event
+    feed = replayer.feed_line
     for pos, raw in items:
-        got = decode(pos, raw)
+        got = feed(pos, raw)
         if isinstance(got, Rejected):
             yield pos, got
             continue
-        for d in feed(got):
+        for d in got:
             yield pos, d
 
 
 def replay_lines(replayer: Replayer, lines: Iterable[bytes | str]) -> Iterator[Decision | Rejected]:
     """Decisions for each JSONL line in order, and a `Rejected` for each malformed line."""
+    feed = replayer.feed_line
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        got = replayer.decode(n, line)
+        got = feed(n, line)
         if isinstance(got, Rejected):
             yield got
             continue
-        yield from replayer.feed_event(got)
+        yield from got
 
 
 def encode_decision(d: Decision) -> bytes:

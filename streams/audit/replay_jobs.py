@@ -14,20 +14,14 @@ import multiprocessing as mp
 import signal
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, NamedTuple
 
 from loopguard.config import Policy
 from loopguard.detectors import Decision
-from loopguard.streams.audit.replay import (
-    Rejected,
-    Replayer,
-    ReplayStats,
-    encode_decision,
-    event_time_ms,
-)
+from loopguard.streams.audit.replay import Rejected, Replayer, ReplayStats, event_time_ms
 from loopguard.streams.wire.codec import Rejected as CodecRejected
 from loopguard.streams.wire.codec import decode_object
 
@@ -68,33 +62,31 @@ def render_table(d: Decision) -> str:
     return f"{p['seq']!s:>6}  {p['run_id']!s:<20.20} verdict {p['decision']} {p['tool_call_id']}"
 
 
-def _renderer(spec: ReplaySpec) -> Callable[[Decision], bytes]:
-    if spec.table:
-        return lambda d: render_table(d).encode() + b"\n"
-    return lambda d: encode_decision(d) + b"\n"
-
-
 def _replayer(spec: ReplaySpec) -> Replayer:
     return Replayer(spec.policy, idle_ttl_ms=spec.idle_ttl_ms, max_line_bytes=spec.max_line_bytes)
 
 
 def _outputs(
-    replayer: Replayer,
-    render: Callable[[Decision], bytes],
-    items: Iterable[tuple[int, bytes, int | None]],
+    replayer: Replayer, table: bool, items: Iterable[tuple[int, bytes, int | None]]
 ) -> Iterator[LineOutput]:
-    """Replay (pos, raw, stream time or None) items; only lines with output are yielded."""
-    decode, feed = replayer.decode, replayer.feed_event
+    """Replay (pos, raw, stream time or None) items; only lines with output are yielded.
+
+    JSON output is the bytes the driver published (the worker's control messages); a table
+    is rendered from the decisions."""
+    feed, published = replayer.feed_line, replayer.outputs.decisions
     for pos, raw, now in items:
         if now is not None:
             replayer.stream_ms = now
-        got = decode(pos, raw)
-        if type(got) is Rejected:
+        got = feed(pos, raw)
+        if isinstance(got, Rejected):
             yield LineOutput(pos, b"", got)
             continue
-        out = feed(got)  # type: ignore[arg-type]  # not a Rejected: an Event
-        if out:
-            yield LineOutput(pos, b"".join([render(d) for d in out]))
+        if got:
+            if table:
+                data = "".join([render_table(d) + "\n" for d in got]).encode()
+            else:
+                data = b"\n".join(published) + b"\n"
+            yield LineOutput(pos, data)
 
 
 def replay_local(
@@ -102,7 +94,7 @@ def replay_local(
 ) -> tuple[Iterator[LineOutput], ReplayStats]:
     """Replay in this process; the stats fill in as the iterator is consumed."""
     replayer = _replayer(spec)
-    return _outputs(replayer, _renderer(spec), ((p, r, None) for p, r in items)), replayer.stats
+    return _outputs(replayer, spec.table, ((p, r, None) for p, r in items)), replayer.stats
 
 
 def _shard_of(raw: bytes, jobs: int, max_bytes: int) -> tuple[int, int | None]:
@@ -122,13 +114,14 @@ def _shard_main(spec: ReplaySpec, inbox: Connection, outbox: Connection) -> None
     """A shard process: replay each round it is sent, answer with that round's outputs."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us on Ctrl-C
     replayer = _replayer(spec)
-    render = _renderer(spec)
     try:
         while True:
             batch = inbox.recv()
             if batch is None:
                 break
-            outbox.send([(o.pos, o.data, o.rejected) for o in _outputs(replayer, render, batch)])
+            outbox.send(
+                [(o.pos, o.data, o.rejected) for o in _outputs(replayer, spec.table, batch)]
+            )
         outbox.send(("stats", replayer.stats))
     except (EOFError, BrokenPipeError):
         return  # the parent went away (stopped early, --strict): nothing left to answer

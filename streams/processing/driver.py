@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from datetime import datetime
 from types import MappingProxyType
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from loopguard.config import Policy
 from loopguard.detectors import (
@@ -33,7 +34,7 @@ from loopguard.streams.processing.partition import LiveRun, PartitionRuns
 from loopguard.streams.wire.codec import Rejected, decode_object, encode, run_key
 from loopguard.streams.wire.deadletter import Origin, dead_letter
 
-__all__ = ["DriverLimits", "Message", "Outputs", "RunDriver", "StateStore"]
+__all__ = ["DriverLimits", "Message", "Outputs", "RunDriver", "StateStore", "Step", "event_time_ms"]
 
 log = logging.getLogger(__name__)
 
@@ -85,22 +86,18 @@ class DriverLimits:
         return max(1, min(self.run_idle_ttl_ms // 4, 60_000))
 
 
-_STATE_FIELDS = tuple(f.name for f in fields(RunState))
-
-
-def snapshot(state: RunState) -> RunState:
-    """A copy the engine's in-place update cannot reach (containers copied, values shared).
-
-    Engine values inside (records, observations) are immutable, so one level suffices; taken
-    before each event so that an engine bug costs that event only (~2 µs, no serialising).
-    """
-    values = {}
-    for name in _STATE_FIELDS:
-        value = getattr(state, name)
-        if isinstance(value, list | dict):
-            value = value.copy()
-        values[name] = value
-    return RunState(**values)
+def event_time_ms(ts: object) -> int | None:
+    """An event's optional `ts` (epoch milliseconds or RFC 3339) in epoch milliseconds."""
+    if isinstance(ts, bool) or ts is None:
+        return None
+    if isinstance(ts, int | float):
+        return int(ts)
+    if isinstance(ts, str):
+        try:
+            return int(datetime.fromisoformat(ts).timestamp() * 1000)
+        except ValueError:
+            return None
+    return None
 
 
 def _ms(timestamp_s: float | None) -> int | None:
@@ -108,8 +105,22 @@ def _ms(timestamp_s: float | None) -> int | None:
     return None if timestamp_s is None else int(timestamp_s * 1000)
 
 
+class Step(NamedTuple):
+    """What one event did to its run (`RunDriver.step`): the run's key and the engine's
+    decisions, or that it was a redelivery."""
+
+    key: bytes
+    decisions: list[Decision]
+    is_duplicate: bool
+
+
 class RunDriver:
-    """Applies input messages to cached run states; persists them at checkpoints."""
+    """Applies input messages to cached run states; persists them at checkpoints.
+
+    `offline` (replay, the chaos oracle): input lines carry no Kafka key or record time, so a
+    run's key is derived from its run_id and stream time is the largest event `ts` seen, and
+    only when the limits set an idle TTL (docs/audit.md).
+    """
 
     def __init__(
         self,
@@ -118,8 +129,11 @@ class RunDriver:
         store: StateStore,
         outputs: Outputs,
         metrics: Metrics,
+        *,
+        offline: bool = False,
     ) -> None:
         self._policy = policy
+        self._offline = offline
         self._limits = limits
         self._store = store
         self._outputs = outputs
@@ -150,41 +164,67 @@ class RunDriver:
         by_type: Counter[str] = Counter()
         has_verdict = False
         touched: set[int] = set()
+        decode, step, publish = self.decode, self.step, self.publish
         for msg in messages:
-            runs = self.partition(msg.partition)
             touched.add(msg.partition)
-            now = runs.advance(_ms(msg.timestamp))
-            try:
-                ev = self._parse(msg)
-            except Rejected as exc:
-                self._reject(msg, exc.reason, exc.detail, exc.run_id)
+            ev = decode(msg)
+            if ev is None:
                 continue
-            key = msg.key
-            assert key is not None  # _parse refuses a key that is not the run_id
-            run = self._live(runs, msg.partition, key, now)
-            state = run.state
-            before = snapshot(state)
-            try:
-                applied = apply_event(state, ev, self._for(effective_agent(state, ev)))
-            except Exception as exc:  # the dead-letter policy: an engine bug costs one event
-                log.exception("engine failed on run %s event %s", ev.run_id, ev.event_id)
-                run.state = before
-                self._reject(msg, "engine_error", f"{type(exc).__name__}: {exc}", ev.run_id)
+            applied = step(msg, ev)
+            if applied is None or applied.is_duplicate:
                 continue
-            if applied.is_duplicate:
-                self._metrics.duplicates.inc()
-                continue
-            decisions = applied.decisions
-            runs.mark_dirty(key, run)
-            state.stamp_ms = now
             by_type[ev.type] += 1
-            for decision in decisions:
-                has_verdict |= self._publish(key, decision)
+            if applied.decisions:
+                has_verdict |= publish(applied.key, applied.decisions)
         for partition in touched:
-            self._sweep(partition)
+            self.sweep(partition)
         for event_type, n in by_type.items():
             self._metrics.count_events(event_type, n)
         self.count_runs()
+        return has_verdict
+
+    def decode(self, msg: Message) -> Event | None:
+        """Decode and validate one message, moving its partition's stream time; None when it
+        was refused (dead-lettered)."""
+        runs = self.partition(msg.partition)
+        if not self._offline:
+            runs.advance(_ms(msg.timestamp))
+        try:
+            return self._parse(msg, runs)
+        except Rejected as exc:
+            self._reject(msg, exc.reason, exc.detail, exc.run_id)
+            return None
+
+    def step(self, msg: Message, ev: Event) -> Step | None:
+        """Load the run (cache, then store) and apply one decoded event to it: its decisions,
+        or that it was a duplicate; None when the engine failed (the message dead-lettered,
+        the run's state as before it)."""
+        runs = self.partition(msg.partition)
+        key = run_key(ev.run_id) if self._offline else msg.key
+        assert key is not None  # _parse refuses a key that is not the run_id
+        now = runs.stream_ms
+        run = self._live(runs, msg.partition, key, now)
+        state = run.state
+        before = state.snapshot()
+        try:
+            applied = apply_event(state, ev, self.thresholds(effective_agent(state, ev)))
+        except Exception as exc:  # the dead-letter policy: an engine bug costs one event
+            log.exception("engine failed on run %s event %s", ev.run_id, ev.event_id)
+            run.state = before
+            self._reject(msg, "engine_error", f"{type(exc).__name__}: {exc}", ev.run_id)
+            return None
+        if applied.is_duplicate:
+            self._metrics.duplicates.inc()
+            return Step(key, applied.decisions, True)
+        runs.mark_dirty(key, run)
+        state.stamp_ms = now
+        return Step(key, applied.decisions, False)
+
+    def publish(self, key: bytes, decisions: Iterable[Decision]) -> bool:
+        """Queue decisions for the control topic and count them; True when one is a verdict."""
+        has_verdict = False
+        for decision in decisions:
+            has_verdict |= self._publish(key, decision)
         return has_verdict
 
     def checkpoint(self) -> None:
@@ -211,15 +251,22 @@ class RunDriver:
         self._metrics.runs_cached.set(cached)
         self._metrics.runs_active.set(cached + cold)
 
-    def _parse(self, msg: Message) -> Event:
-        """Decode and validate one message; its key must be its run_id."""
+    def _parse(self, msg: Message, runs: PartitionRuns) -> Event:
+        """Decode and validate one message; its key must be its run_id (offline: none, and
+        the event's `ts` moves stream time)."""
         obj = decode_object(msg.value, self._limits.max_message_bytes)
+        if self._offline and self._limits.run_idle_ttl_ms:
+            raw_ts = obj.get("ts")
+            if raw_ts is not None:  # fleets that do not stamp events pay nothing here
+                runs.advance(event_time_ms(raw_ts))
         try:
             ev = parse_event(obj)
         except InvalidEvent as exc:
             run_id = obj.get("run_id")
             run_id = run_id if isinstance(run_id, str) else None
             raise Rejected(exc.reason, exc.detail, run_id) from None
+        if self._offline:
+            return ev
         if msg.key is None or msg.key != run_key(ev.run_id):
             raise Rejected(
                 "key_mismatch",
@@ -235,6 +282,12 @@ class RunDriver:
             and now is not None
             and now - stamp_ms > self._limits.run_idle_ttl_ms
         )
+
+    def load(self, partition: int, key: bytes) -> LiveRun:
+        """A run as its next event sees it: cached, else from the store; fresh when new or
+        idle past the TTL."""
+        runs = self.partition(partition)
+        return self._live(runs, partition, key, runs.stream_ms)
 
     def _live(self, runs: PartitionRuns, partition: int, key: bytes, now: int | None) -> LiveRun:
         """The run's cached state, loaded on a miss; fresh when idle past the TTL."""
@@ -258,7 +311,7 @@ class RunDriver:
             return RunState()
         return RunState() if self._is_idle(state.stamp_ms, now) else state
 
-    def _for(self, agent_id: str | None) -> Thresholds:
+    def thresholds(self, agent_id: str | None) -> Thresholds:
         """Thresholds of an agent (cached; the policy is immutable)."""
         th = self._thresholds.get(agent_id)
         if th is None:
@@ -275,9 +328,9 @@ class RunDriver:
             self._metrics.count_command(str(wire.get("command")))
         return decision.kind == "verdict"
 
-    def _sweep(self, partition: int) -> None:
+    def sweep(self, partition: int) -> None:
         """Delete runs idle longer than the TTL, at most every few minutes of stream time."""
-        runs = self._partitions[partition]
+        runs = self.partition(partition)
         now = runs.stream_ms
         if now is None or now < runs.next_sweep_ms:
             return

@@ -13,6 +13,8 @@ in whatever order it fetches them. The harness lets the worker drain a wave (com
 at the end) before producing the next, so the worker sees every run's events in exactly the
 order they were produced, whatever faults happen inside a wave, and the oracle — the offline
 `Replayer` over exactly the produced events, each run in produced order — is deterministic.
+The oracle is the worker's own processing core (`RunDriver`, offline) fed the bytes the
+harness produces, so it decodes, loads, applies and publishes as the worker does.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from loopguard.config import Policy
 from loopguard.detectors import Decision, RunState
-from loopguard.streams.audit.replay import Replayer
+from loopguard.streams.audit.replay import Rejected, Replayer
 from loopguard.streams.demo.simulate import fleet_events, interleave
 
 WireEvent = dict[str, Any]
@@ -188,7 +192,9 @@ class Oracle:
         """Replay events (in order) and remember their decisions by id."""
         out: list[Decision] = []
         for ev in events:
-            for d in self.replayer.feed(ev):
+            got = self.replayer.feed_line(0, orjson.dumps(ev))  # the bytes the harness sends
+            assert not isinstance(got, Rejected), f"the oracle refused {ev}: {got}"
+            for d in got:
                 wire = d.to_wire()
                 if d.id in self.decisions:
                     self.duplicates += 1

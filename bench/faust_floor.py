@@ -4,13 +4,15 @@
 settings, app, tuned consumer, topics, table, broker watch, /metrics), except that the
 detection agent is replaced:
 
-    empty   counts each batch of `take_events` and does nothing else
+    empty   counts each batch and does nothing else
     table   also writes one 1-byte table entry per event (the issue's "trivial Faust agent
             that updates one table entry per event")
 
 What these reach on workload P is the ceiling of any agent built on Faust's stream path on
 this machine: nothing LoopGuard does per event can make the worker faster than `empty`.
-bench/pipeline.py `--floor` measures them beside the relay and the real worker.
+bench/pipeline.py `--floor` measures them beside the relay and the real worker. Batches come
+as the worker takes them: the fast path (streams/worker/faust/drain.py, batches.py) unless
+`LOOPGUARD_FAUST_FAST_PATH=0`, then Faust's own loop and `take_events`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def _install(mode: str) -> None:
     from loopguard.config.settings import Settings
     from loopguard.streams.processing.metrics import Metrics
     from loopguard.streams.worker.app import Wiring, build_app
+    from loopguard.streams.worker.faust.batches import take_batches
 
     def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring, None]:
         metrics = metrics if metrics is not None else Metrics()
@@ -46,7 +49,12 @@ def _install(mode: str) -> None:
         @wiring.app.agent(wiring.inputs, name="loopguard-detect", concurrency=1)
         async def floor(stream: Any) -> None:
             """Count batches; with `table`, one table write per event."""
-            async for events in stream.take_events(settings.batch_max_events, within=within):
+            batches = (  # the worker's own choice of batching (streams/worker/agent.py)
+                take_batches(stream, settings.batch_max_events)
+                if settings.faust_fast_path
+                else stream.take_events(settings.batch_max_events, within=within)
+            )
+            async for events in batches:
                 if writes:
                     for event in events:
                         _current_event.set(weakref.ref(event))  # table writes route by it

@@ -22,6 +22,7 @@ from loopguard.streams.processing import DriverLimits, RunDriver
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.processing.outbox import FaustOutbox, Outbox
 from loopguard.streams.worker.app import Wiring
+from loopguard.streams.worker.faust.batches import take_batches
 from loopguard.streams.worker.faust.internals import (
     TableStore,
     drain_producer_buffer,
@@ -123,8 +124,13 @@ def install_agent(wiring: Wiring, processor: RunProcessor, settings: Settings) -
 
     @app.agent(wiring.inputs, name="loopguard-detect", concurrency=1)
     async def detect(stream: Any) -> None:
-        """Consume both input topics in batches."""
-        async for events in stream.take_events(settings.batch_max_events, within=within):
+        """Consume both input topics in batches (the fast path: what is queued, no timer)."""
+        batches = (
+            take_batches(stream, settings.batch_max_events)
+            if settings.faust_fast_path
+            else stream.take_events(settings.batch_max_events, within=within)
+        )
+        async for events in batches:
             await processor.process(events)
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # mode types receivers as sync

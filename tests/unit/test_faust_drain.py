@@ -11,85 +11,17 @@ then breaks: the tests can fail (streams/worker/faust/drain.py says what each on
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka.structs import ConsumerRecord
 from faust.transport.consumer import Consumer as FaustConsumer
 from faust.types import TP
 from mode.services import WaitResults
 
-from loopguard.config.settings import Settings
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.worker.app import Wiring, build_app
 from loopguard.streams.worker.faust.drain import YIELD_EVERY, start_eagerly
-
-TOPIC = "unit.tool-calls"
-TP0 = TP(TOPIC, 0)
-Hook = Callable[[int], Awaitable[None]]
-Fetch = dict[TP, list[ConsumerRecord[bytes, bytes]]]
-
-
-def _records(tag: bytes, offsets: range | list[int]) -> Fetch:
-    """One fetch's record map: `tag` is the value, so a test knows which fetch a record is from."""
-    return {
-        TP0: [ConsumerRecord(TOPIC, 0, o, 0, 0, b"k", tag, None, 1, len(tag), []) for o in offsets]
-    }
-
-
-@dataclass
-class Rig:
-    """The consumer, its scripted fetches, and what the agent received (fetch tag, offset)."""
-
-    wiring: Wiring
-    consumer: Any
-    fetches: list[Fetch] = field(default_factory=list)
-    received: list[tuple[bytes, int]] = field(default_factory=list)
-    commits: list[dict[TP, int]] = field(default_factory=list)
-    seeks: int = 0
-    committed: int = 0  # where `seek_to_committed` puts partition 0
-
-    async def run(self, on_event: Hook | None = None) -> None:
-        """Drain the scripted fetches through the consumer; the agent acks what it takes."""
-        queue = self.wiring.inputs.queue
-        fetcher = _Fetcher()
-        fetches = iter(self.fetches)
-
-        async def getmany(active_partitions: Any, timeout: float) -> Any:  # noqa: ASYNC109  # Faust's signature
-            await asyncio.sleep(0)  # a fetch is I/O: the agent runs meanwhile
-            for records in fetches:
-                return records
-            fetcher._stopped.set()
-            return {}
-
-        async def agent() -> None:
-            while True:
-                event = await queue.get()
-                self.received.append((event.message.value, event.message.offset))
-                event.ack()
-                if on_event is not None:
-                    await on_event(len(self.received))
-
-        self.consumer._getmany = getmany
-        task = asyncio.ensure_future(agent())
-        try:
-            await asyncio.wait_for(self.consumer._drain_messages(fetcher), timeout=10)
-            for _ in range(1000):  # let the agent take what is left in the queue
-                if queue.empty():
-                    break
-                await asyncio.sleep(0)
-        finally:
-            task.cancel()
-
-
-class _Fetcher:
-    """What the drain loop needs of Faust's Fetcher service: its stop event."""
-
-    def __init__(self) -> None:
-        self._stopped = asyncio.Event()
+from tests.unit.faust_rig import TP0, Rig, build_rig, records, turns
 
 
 @pytest.fixture(params=[True, False], ids=["fast path", "Faust's loop"])
@@ -100,41 +32,9 @@ def fast_path(request: pytest.FixtureRequest) -> bool:
 
 @pytest.fixture
 async def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
-    """The worker's consumer and conductor, partition 0 assigned, no broker behind them."""
-    settings = Settings(
-        broker="kafka://127.0.0.1:9",
-        app_id="unit-drain",
-        data_dir=tmp_path,
-        topic_tool_calls=TOPIC,
-        topic_compactions="unit.compactions",
-    )
-    wiring = build_app(settings, Metrics())
-    app = wiring.app
-    app.topics.add(wiring.inputs)
-    await app.topics._update_indices()
-    await app.topics.on_partitions_assigned({TP0})
-    app.flow_control.resume()
-    consumer = app.consumer
-    consumer._set_active_tps({TP0})
-    consumer._committed_offset[TP0] = 0
-    rig = Rig(wiring, consumer)
-
-    async def seek_to_committed() -> dict[TP, int]:
-        rig.seeks += 1
-        return {TP0: rig.committed}
-
-    async def commit_offsets(offsets: dict[TP, int], start_new_transaction: bool = True) -> bool:
-        rig.commits.append(dict(offsets))
-        consumer._committed_offset.update(offsets)
-        return True
-
-    monkeypatch.setattr(consumer, "highwater", lambda tp: 0)
-    monkeypatch.setattr(consumer, "seek_to_committed", seek_to_committed)
-    monkeypatch.setattr(consumer, "_commit_offsets", commit_offsets)
-    try:
-        yield rig
-    finally:
-        consumer._thread.thread_loop.close()  # made by the (never started) consumer thread
+    """The rig with the input topic as the conductor's channel."""
+    async with build_rig(tmp_path, monkeypatch) as built:
+        yield built
 
 
 def _remove_the_flow_epoch(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,11 +51,6 @@ def _remove_the_abandoning(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
         return WaitResults([blocked], [await blocked], False)
 
     monkeypatch.setattr(rig.consumer, "wait_first", wait_for_it)
-
-
-async def _turns(n: int) -> None:
-    for _ in range(n):
-        await asyncio.sleep(0)
 
 
 # A seek in the middle of a batch (recovery's perform_seek: stop, seek, resume at once).
@@ -185,7 +80,7 @@ async def test_a_seek_mid_batch_drops_what_was_fetched_before_it(
     if guarantee == "removed":
         _remove_the_flow_epoch(rig, monkeypatch)
     rig.committed = 60
-    rig.fetches = [_records(b"b1", range(150)), _records(b"b2", range(60, 120))]
+    rig.fetches = [records(b"b1", range(150)), records(b"b2", range(60, 120))]
 
     async def seek_once(n: int) -> None:
         if n == SEEK_AT:
@@ -197,7 +92,7 @@ async def test_a_seek_mid_batch_drops_what_was_fetched_before_it(
 
 async def test_after_a_seek_mid_batch_the_read_offset_is_the_seeks(rig: Rig) -> None:
     rig.committed = 60
-    rig.fetches = [_records(b"b1", range(150))]
+    rig.fetches = [records(b"b1", range(150))]
 
     async def seek_once(n: int) -> None:
         if n == SEEK_AT:
@@ -231,14 +126,14 @@ async def test_a_callback_blocked_in_flow_control_is_abandoned_when_the_flow_sto
     if guarantee == "removed":
         _remove_the_abandoning(rig, monkeypatch)
     app = rig.wiring.app
-    rig.fetches = [_records(b"b1", range(150)), _records(b"b2", range(100, 150))]
+    rig.fetches = [records(b"b1", range(150)), records(b"b2", range(100, 150))]
 
     async def rebalance(n: int) -> None:
         if n == SEEK_AT:
             app.flow_control.suspend()  # the next record's callback blocks in acquire()
-            await _turns(10)
+            await turns(10)
             rig.consumer.stop_flow()
-            await _turns(10)
+            await turns(10)
             app.flow_control.resume()
             rig.consumer.resume_flow()
 
@@ -247,34 +142,23 @@ async def test_a_callback_blocked_in_flow_control_is_abandoned_when_the_flow_sto
 
 
 async def test_a_fetch_that_straddles_a_suspension_is_read_again_from_the_commit(
-    rig: Rig,
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rig.committed = 3
-    rig.fetches = [_records(b"b1", range(10)), _records(b"b2", range(3, 10))]
-    getmany_calls = 0
+    rig.fetches = [records(b"b1", range(10)), records(b"b2", range(3, 10))]
+    inner = rig.consumer._wait_next_records
+    fetches = 0
 
-    async def straddling() -> None:
-        # The first fetch is in flight while recovery stops the flow, seeks and resumes.
-        nonlocal getmany_calls
-        getmany_calls += 1
-        if getmany_calls == 1:
+    async def wait_next_records(timeout: float) -> Any:  # noqa: ASYNC109  # Faust's signature
+        nonlocal fetches
+        fetches += 1
+        result = await inner(timeout)
+        if fetches == 1:  # in flight while recovery stops the flow, seeks and resumes it
             await rig.consumer.perform_seek()
+        return result
 
-    original = Rig.run
-
-    async def run_with_straddle(self: Rig, on_event: Hook | None = None) -> None:
-        consumer = self.consumer
-        inner = consumer._wait_next_records
-
-        async def wait_next_records(timeout: float) -> Any:  # noqa: ASYNC109  # Faust's signature
-            result = await inner(timeout)
-            await straddling()
-            return result
-
-        consumer._wait_next_records = wait_next_records
-        await original(self, on_event)
-
-    await run_with_straddle(rig)
+    monkeypatch.setattr(rig.consumer, "_wait_next_records", wait_next_records)
+    await rig.run()
     assert (rig.received, rig.seeks) == ([(b"b2", o) for o in range(3, 10)], 2)
 
 
@@ -283,7 +167,7 @@ async def test_a_fetch_that_straddles_a_suspension_is_read_again_from_the_commit
 
 async def test_a_hole_in_the_offsets_is_committed_past(rig: Rig, fast_path: bool) -> None:
     rig.wiring.app.faust_fast_path = fast_path
-    rig.fetches = [_records(b"b1", [*range(10), *range(15, 20)])]
+    rig.fetches = [records(b"b1", [*range(10), *range(15, 20)])]
     await rig.run()
     await rig.consumer.commit()
     assert (rig.received, rig.commits) == (
@@ -299,7 +183,7 @@ async def test_without_the_gap_record_the_commit_stops_at_the_hole(
         return None
 
     monkeypatch.setattr(rig.consumer, "_add_gap", no_gap)  # guarantee removed
-    rig.fetches = [_records(b"b1", [*range(10), *range(15, 20)])]
+    rig.fetches = [records(b"b1", [*range(10), *range(15, 20)])]
     await rig.run()
     await rig.consumer.commit()
     assert rig.commits == [{TP0: 10}]
@@ -307,7 +191,7 @@ async def test_without_the_gap_record_the_commit_stops_at_the_hole(
 
 async def test_records_already_read_are_not_delivered_again(rig: Rig, fast_path: bool) -> None:
     rig.wiring.app.faust_fast_path = fast_path
-    rig.fetches = [_records(b"b1", range(5)), _records(b"b2", range(8))]
+    rig.fetches = [records(b"b1", range(5)), records(b"b2", range(8))]
     await rig.run()
     assert rig.received == [(b"b1", o) for o in range(5)] + [(b"b2", o) for o in range(4, 8)]
 
@@ -315,7 +199,7 @@ async def test_records_already_read_are_not_delivered_again(rig: Rig, fast_path:
 async def test_commit_every_commits_what_the_agent_acked(rig: Rig, fast_path: bool) -> None:
     rig.wiring.app.faust_fast_path = fast_path
     rig.consumer._commit_every = 100
-    rig.fetches = [_records(b"b1", range(250)), _records(b"b2", range(250, 260))]
+    rig.fetches = [records(b"b1", range(250)), records(b"b2", range(250, 260))]
     await rig.run()
     # Each commit covers what the agent had acked by then; none goes past an unacked record.
     offsets = [c[TP0] for c in rig.commits]
@@ -325,7 +209,7 @@ async def test_commit_every_commits_what_the_agent_acked(rig: Rig, fast_path: bo
 
 async def test_the_fast_path_commits_once_per_batch(rig: Rig) -> None:
     rig.consumer._commit_every = 10
-    rig.fetches = [_records(b"b1", range(90)), _records(b"b2", range(90, 180))]
+    rig.fetches = [records(b"b1", range(90)), records(b"b2", range(90, 180))]
     await rig.run()
     # Acks arrive while the next fetch is in flight; each batch's end commits them once.
     assert [c[TP0] for c in rig.commits] == [90, 180]
@@ -356,7 +240,7 @@ async def test_a_blocked_callback_resumes_where_it_stopped_when_awaited() -> Non
     blocked = start_eagerly(callback())
     assert blocked is not None
     task = asyncio.ensure_future(blocked)
-    await _turns(3)
+    await turns(3)
     gate.set()
     assert (await task, steps) == ("done", ["before", "after"])
 
@@ -374,7 +258,7 @@ async def test_cancelling_a_blocked_callback_cancels_it_inside() -> None:
     blocked = start_eagerly(callback())
     assert blocked is not None
     task = asyncio.ensure_future(blocked)
-    await _turns(2)
+    await turns(2)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -1,0 +1,149 @@
+"""A Faust consumer and conductor with a scripted fetch source instead of Kafka (unit tests).
+
+`build_rig` builds the worker's real consumer and conductor (`build_app`, never started);
+`_getmany` returns the record maps a test lays out, then stops the fetcher; the broker-side
+commit and seek are recorded instead of sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka.structs import ConsumerRecord
+from faust.types import TP
+
+from loopguard.config.settings import Settings
+from loopguard.streams.processing.metrics import Metrics
+from loopguard.streams.worker.app import Wiring, build_app
+
+TOPIC = "unit.tool-calls"
+TP0 = TP(TOPIC, 0)
+Hook = Callable[[int], Awaitable[None]]
+Fetch = dict[TP, list[ConsumerRecord[bytes, bytes]]]
+
+
+def records(tag: bytes, offsets: range | list[int]) -> Fetch:
+    """One fetch's record map: `tag` is the value, so a test knows which fetch a record is from."""
+    return {
+        TP0: [ConsumerRecord(TOPIC, 0, o, 0, 0, b"k", tag, None, 1, len(tag), []) for o in offsets]
+    }
+
+
+@dataclass
+class Rig:
+    """The consumer, its scripted fetches, and what the agent received (fetch tag, offset)."""
+
+    wiring: Wiring
+    consumer: Any
+    fetches: list[Fetch] = field(default_factory=list)
+    received: list[tuple[bytes, int]] = field(default_factory=list)
+    commits: list[dict[TP, int]] = field(default_factory=list)
+    seeks: int = 0
+    committed: int = 0  # where `seek_to_committed` puts partition 0
+
+    async def subscribe(self) -> None:
+        """Route partition 0 to the channels subscribed so far (as a rebalance would)."""
+        await self.wiring.app.topics._update_indices()
+        await self.wiring.app.topics.on_partitions_assigned({TP0})
+
+    async def run(
+        self, on_event: Hook | None = None, agent: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        """Drain the scripted fetches through the consumer; the agent acks what it takes.
+
+        `agent` replaces the rig's own (which reads the input topic's queue event by event).
+        """
+        queue = self.wiring.inputs.queue
+        fetcher = _Fetcher()
+        fetches = iter(self.fetches)
+
+        async def getmany(active_partitions: Any, timeout: float) -> Any:  # noqa: ASYNC109  # Faust's signature
+            await asyncio.sleep(0)  # a fetch is I/O: the agent runs meanwhile
+            for records in fetches:
+                return records
+            fetcher._stopped.set()
+            return {}
+
+        async def own_agent() -> None:
+            while True:
+                event = await queue.get()
+                self.received.append((event.message.value, event.message.offset))
+                event.ack()
+                if on_event is not None:
+                    await on_event(len(self.received))
+
+        self.consumer._getmany = getmany
+        task = asyncio.ensure_future(agent() if agent is not None else own_agent())
+        try:
+            await asyncio.wait_for(self.consumer._drain_messages(fetcher), timeout=10)
+            for _ in range(1000):  # let the agent take what is left in the queue
+                if queue.empty() and agent is None:
+                    break
+                await asyncio.sleep(0)
+        finally:
+            task.cancel()
+
+
+class _Fetcher:
+    """What the drain loop needs of Faust's Fetcher service: its stop event."""
+
+    def __init__(self) -> None:
+        self._stopped = asyncio.Event()
+
+
+@asynccontextmanager
+async def build_rig(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, subscribe_inputs: bool = True
+) -> AsyncIterator[Rig]:
+    """The worker's consumer and conductor, partition 0 assigned, no broker behind them.
+
+    With `subscribe_inputs` the input topic itself is the conductor's channel (the rig's own
+    agent reads its queue); without, an agent subscribes its channel (`Rig.subscribe`).
+    """
+    settings = Settings(
+        broker="kafka://127.0.0.1:9",
+        app_id="unit-drain",
+        data_dir=tmp_path,
+        topic_tool_calls=TOPIC,
+        topic_compactions="unit.compactions",
+    )
+    wiring = build_app(settings, Metrics())
+    app = wiring.app
+    if subscribe_inputs:
+        app.topics.add(wiring.inputs)
+    await app.topics._update_indices()
+    await app.topics.on_partitions_assigned({TP0})
+    app.flow_control.resume()
+    consumer = app.consumer
+    consumer._set_active_tps({TP0})
+    consumer._committed_offset[TP0] = 0
+    rig = Rig(wiring, consumer)
+
+    async def seek_to_committed() -> dict[TP, int]:
+        rig.seeks += 1
+        return {TP0: rig.committed}
+
+    async def commit_offsets(offsets: dict[TP, int], start_new_transaction: bool = True) -> bool:
+        rig.commits.append(dict(offsets))
+        consumer._committed_offset.update(offsets)
+        return True
+
+    monkeypatch.setattr(consumer, "highwater", lambda tp: 0)
+    monkeypatch.setattr(consumer, "seek_to_committed", seek_to_committed)
+    monkeypatch.setattr(consumer, "_commit_offsets", commit_offsets)
+    try:
+        yield rig
+    finally:
+        consumer._thread.thread_loop.close()  # made by the (never started) consumer thread
+
+
+async def turns(n: int) -> None:
+    """Let the event loop run `n` times."""
+    for _ in range(n):
+        await asyncio.sleep(0)

@@ -1,0 +1,81 @@
+"""The fast path's batches keep Faust's offset tracking and acks (streams/worker/faust/batches.py).
+
+An agent over a real Faust stream of the input topic takes batches with `take_batches` while
+the worker's real consumer and conductor deliver a scripted fetch (tests/unit/faust_rig.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopguard.streams.worker.faust.batches import take_batches
+from tests.unit.faust_rig import TP0, Rig, build_rig, records, turns
+
+
+@pytest.fixture
+async def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
+    """The rig without a channel: the agent's stream subscribes its own."""
+    async with build_rig(tmp_path, monkeypatch, subscribe_inputs=False) as built:
+        yield built
+
+
+async def _run_batches(rig: Rig, max_events: int, on_batch: Any = None) -> list[list[int]]:
+    """Deliver the rig's fetches to an agent taking `take_batches`; the offsets per batch."""
+    stream = rig.wiring.app.stream(rig.wiring.inputs)
+    batches = take_batches(stream, max_events)
+    seen: list[list[int]] = []
+
+    async def agent() -> None:
+        async for events in batches:
+            seen.append([e.message.offset for e in events])
+            if on_batch is not None:
+                await on_batch(events)
+
+    first = batches.__anext__()  # subscribes the stream's channel, then waits for events
+    pending = rig.wiring.app.loop.create_task(first)
+    await turns(2)
+    await rig.subscribe()
+
+    async def rest() -> None:
+        events = await pending
+        seen.append([e.message.offset for e in events])
+        if on_batch is not None:
+            await on_batch(events)
+        await agent()
+
+    await rig.run(agent=rest)
+    return seen
+
+
+async def test_a_batch_is_what_is_queued_up_to_the_maximum(rig: Rig) -> None:
+    rig.fetches = [records(b"b1", range(250))]
+    seen = await _run_batches(rig, max_events=60)
+    flat = [o for b in seen for o in b]
+    assert (max(len(b) for b in seen), len(seen) >= 5, flat) == (60, True, list(range(250)))
+
+
+async def test_events_are_tracked_while_their_batch_runs_and_acked_after(rig: Rig) -> None:
+    rig.fetches = [records(b"b1", range(30))]
+    unacked_during: list[int] = []
+
+    async def look(events: Any) -> None:
+        unacked_during.append(len(rig.consumer._unacked_messages))
+
+    await _run_batches(rig, max_events=10, on_batch=look)
+    assert (unacked_during, len(rig.consumer._unacked_messages)) == ([10, 10, 10], 0)
+
+
+async def test_a_commit_during_a_batch_stops_before_it(rig: Rig) -> None:
+    rig.fetches = [records(b"b1", range(30))]
+    seen: list[tuple[int, int | None]] = []  # (first offset of the batch, committed offset)
+
+    async def commit(events: Any) -> None:
+        await rig.consumer.commit()
+        seen.append((events[0].message.offset, rig.consumer._committed_offset[TP0]))
+
+    await _run_batches(rig, max_events=10, on_batch=commit)
+    assert seen == [(0, 0), (10, 10), (20, 20)]

@@ -16,6 +16,7 @@ from loopguard.detectors.process import (
     Decision,
     apply_event,
     effective_agent,
+    hash_outcome,
     is_duplicate,
     process_event,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "canonical_json",
     "detect",
     "effective_agent",
+    "hash_outcome",
     "is_duplicate",
     "normalize_tool",
     "observe_guard",

@@ -14,12 +14,13 @@ from typing import Literal, NamedTuple
 from loopguard.detectors.compaction_guard import arm_guard, late_outcomes, observe_guard
 from loopguard.detectors.engine import detect, publish_warning
 from loopguard.detectors.events import TOOL_EVENTS, Event, parse_event
+from loopguard.detectors.hashing import outcome_unknown_tool_name, result_hash
 from loopguard.detectors.history import record_call, record_outcome
 from loopguard.detectors.history_2026_9 import record_veto
 from loopguard.detectors.outcome_facts import retool_2026_9
 from loopguard.detectors.profiles import OPENCLAW_2026_9
 from loopguard.detectors.state import LifeKind, RunState
-from loopguard.detectors.values import JSON, GuardAbort, Thresholds, ToolCall, Verdict
+from loopguard.detectors.values import JSON, GuardAbort, Outcome, Thresholds, ToolCall, Verdict
 
 DecisionKind = Literal["loop_event", "command", "verdict"]
 
@@ -94,6 +95,22 @@ def apply_event(state: RunState, event: Event | Mapping[str, object], th: Thresh
     if state.held:
         out += _release_ready(state, th)
     return Applied(out)
+
+
+def hash_outcome(event: Event, channel_tools: frozenset[str]) -> Event:
+    """The event with its outcome reduced to its result hash, as privacy mode sends it.
+
+    For feeding one event to several policies of the configurable profile that share these
+    channel tools (`loopguard compare`): the result is hashed once instead of once per policy,
+    with the same decisions. Events without a full outcome come back unchanged. The
+    openclaw-2026.9 profile reads the outcome itself: do not use it there.
+    """
+    call, outcome = event.call, event.outcome
+    if call is None or outcome is None or outcome.kind in ("hashed", "pending"):
+        return event
+    rhash = result_hash(call.tool, call.args, outcome, channel_tools)
+    unknown = outcome_unknown_tool_name(outcome)
+    return replace(event, outcome=Outcome("hashed", hash=rhash, unknown_tool_name=unknown))
 
 
 def process_event(

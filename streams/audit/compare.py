@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopguard.config import Policy
-from loopguard.detectors import Decision, Event
+from loopguard.detectors import CONFIGURABLE, Decision, Event, hash_outcome
 from loopguard.streams.audit.replay import Rejected, Replayer
 
 __all__ = ["CompareReport", "RunOutcome", "compare", "render_summary"]
@@ -165,10 +165,18 @@ def compare(
     )
     report = CompareReport(thresholds=(current.effective(None), candidate.effective(None)))
     first, second = sides
+    # Policy-independent work is done once: each line is decoded and validated (args hashed)
+    # once, and under the configurable profile its result is hashed once for both sides.
+    tools = current.channel_tools
+    shared_hash = current.semantics == candidate.semantics == CONFIGURABLE and (
+        candidate.channel_tools == tools
+    )
     for pos, raw in items:
         ev = first.decode(pos, raw)
         if isinstance(ev, Rejected):
             continue
+        if shared_hash:
+            ev = hash_outcome(ev, tools)
         second.stream_ms = first.stream_ms  # same line, same stream time
         outs = (first.feed_event(ev), second.feed_event(ev))
         _account(report, ev, first, outs)

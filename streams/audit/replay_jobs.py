@@ -1,11 +1,14 @@
 """Replay in one process or sharded by run id over N processes, with the same bytes out.
 
 Both paths yield `LineOutput`s in input order: the rendered decisions of one input line, or
-its rejection. With `jobs > 1` a feeder thread decodes each line only to route it (crc32 of
-its run id, so a run's events all go to one shard), sends rounds of lines to the shards, and
-the caller's thread merges each round's results back in line order. Stream time (for the idle
-TTL) is computed by the feeder over all lines, exactly as one process computes it, so
-`--jobs 4` output is byte-identical to `--jobs 1` (tests/property/test_replay_jobs.py).
+its rejection. With `jobs > 1` each line is decoded once more only to route it (crc32 of its
+run id, so a run's events all go to one shard), in rounds of `ROUND_LINES` lines, and the
+caller's thread merges each round's results back in line order. A file is read by every shard
+itself (no line crosses a pipe: the parent only merges outputs); stdin and topics are read
+once, by a feeder thread that sends each shard its lines. Stream time (for the idle TTL) is
+computed over all lines, by each reader or by the feeder, exactly as one process computes it,
+so `--jobs 4` output is byte-identical to `--jobs 1` (tests/property/test_replay_jobs.py,
+tests/unit/test_replay_shards.py).
 """
 
 from __future__ import annotations
@@ -14,13 +17,16 @@ import multiprocessing as mp
 import signal
 import threading
 import zlib
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from multiprocessing.connection import Connection
 from typing import Any, NamedTuple
 
 from loopguard.config import Policy
 from loopguard.detectors import Decision
+from loopguard.streams.audit.inputs import FileInput, InputError
 from loopguard.streams.audit.replay import Rejected, Replayer, ReplayStats, event_time_ms
 from loopguard.streams.wire.codec import Rejected as CodecRejected
 from loopguard.streams.wire.codec import decode_object
@@ -127,6 +133,37 @@ def _shard_main(spec: ReplaySpec, inbox: Connection, outbox: Connection) -> None
         return  # the parent went away (stopped early, --strict): nothing left to answer
 
 
+def _reader_main(spec: ReplaySpec, path: str, shard: int, jobs: int, outbox: Connection) -> None:
+    """A shard process that reads the file itself: every line routed, its own lines replayed;
+    one answer per round of `ROUND_LINES` lines (the same rounds in every shard)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us on Ctrl-C
+    replayer = _replayer(spec)
+    ttl, max_bytes = spec.idle_ttl_ms is not None, spec.max_line_bytes
+    mine: list[tuple[int, bytes, int | None]] = []
+    now: int | None = None
+    count = 0
+    try:
+        try:
+            for pos, raw in FileInput(path):
+                to, ts = _shard_of(raw, jobs, max_bytes)
+                if ttl and ts is not None and (now is None or ts > now):
+                    now = ts
+                if to == shard:
+                    mine.append((pos, raw, now))
+                count += 1
+                if count >= ROUND_LINES:
+                    outbox.send([tuple(o) for o in _outputs(replayer, spec.table, mine)])
+                    mine, count = [], 0
+        except InputError as exc:
+            outbox.send(("error", str(exc)))
+            return
+        if count:
+            outbox.send([tuple(o) for o in _outputs(replayer, spec.table, mine)])
+        outbox.send(("stats", replayer.stats))
+    except (EOFError, BrokenPipeError):
+        return  # the parent went away (stopped early, --strict): nothing left to answer
+
+
 class _Feeder(threading.Thread):
     """Reads the input, routes each line to its shard, sends one batch per shard per round."""
 
@@ -179,13 +216,85 @@ def replay_sharded(
 ) -> tuple[Iterator[LineOutput], ReplayStats]:
     """Replay over `jobs` processes; outputs in input order, stats complete at the end."""
     stats = ReplayStats()
+    if isinstance(items, FileInput) and items.path != "-":
+        return _merged_readers(spec, items, jobs, stats), stats
     return _merged(spec, items, jobs, stats), stats
+
+
+def _merge(
+    outboxes: list[Connection], stats: ReplayStats, on_round: Callable[[], None]
+) -> Iterator[LineOutput]:
+    """Each round's outputs of every shard, merged in input order, until all sent their stats."""
+    jobs = len(outboxes)
+    done = [False] * jobs
+    while not all(done):
+        round_out: list[tuple[int, bytes, Rejected | None]] = []
+        for i, outbox in enumerate(outboxes):
+            if done[i]:
+                continue
+            msg = outbox.recv()
+            if isinstance(msg, tuple) and msg[0] == "stats":
+                stats.add(msg[1])
+                done[i] = True
+            elif isinstance(msg, tuple) and msg[0] == "error":
+                raise InputError(msg[1])
+            else:
+                round_out.extend(msg)
+        round_out.sort(key=lambda o: o[0])  # each shard's part is sorted: a cheap merge
+        for pos, data, rejected in round_out:
+            yield LineOutput(pos, data, rejected)
+        on_round()
+
+
+def _stop(procs: list[Any], conns: Iterable[Connection]) -> None:
+    for conn in conns:
+        conn.close()
+    for proc in procs:
+        proc.join(timeout=0.5)
+        if proc.is_alive():
+            proc.terminate()  # our own child, by its PID
+            proc.join()
+
+
+def _context() -> Any:
+    return mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+
+
+def _merged_readers(
+    spec: ReplaySpec, source: FileInput, jobs: int, stats: ReplayStats
+) -> Iterator[LineOutput]:
+    """Shards that read the file themselves; this process follows along (progress only)."""
+    ctx = _context()
+    procs, outboxes = [], []
+    for shard in range(jobs):
+        out_r, out_w = ctx.Pipe(duplex=False)
+        args = (spec, source.path, shard, jobs, out_w)
+        proc = ctx.Process(target=_reader_main, args=args, daemon=True)
+        proc.start()
+        out_w.close()
+        procs.append(proc)
+        outboxes.append(out_r)
+    # Reading the lines again here costs little and keeps `source.done_bytes` (the progress
+    # bar) moving with the merged rounds.
+    follow = iter(source) if source.total_bytes else iter(())
+
+    def follow_round() -> None:
+        deque(islice(follow, ROUND_LINES), maxlen=0)
+
+    try:
+        yield from _merge(outboxes, stats, follow_round)
+    finally:
+        close = getattr(follow, "close", None)
+        if close is not None:
+            close()
+        _stop(procs, outboxes)
 
 
 def _merged(
     spec: ReplaySpec, items: Iterable[tuple[int, bytes]], jobs: int, stats: ReplayStats
 ) -> Iterator[LineOutput]:
-    ctx: Any = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    """Shards fed by a feeder thread that reads the input once (stdin, topics, lists)."""
+    ctx = _context()
     procs, inboxes, outboxes = [], [], []
     for _ in range(jobs):
         in_r, in_w = ctx.Pipe(duplex=False)
@@ -199,31 +308,11 @@ def _merged(
         outboxes.append(out_r)
     feeder = _Feeder(items, inboxes, spec)
     feeder.start()
-    done = [False] * jobs
     try:
-        while not all(done):
-            round_out: list[tuple[int, bytes, Rejected | None]] = []
-            for i, outbox in enumerate(outboxes):
-                if done[i]:
-                    continue
-                msg = outbox.recv()
-                if isinstance(msg, tuple) and msg[0] == "stats":
-                    stats.add(msg[1])
-                    done[i] = True
-                else:
-                    round_out.extend(msg)
-            round_out.sort(key=lambda o: o[0])  # each shard's part is sorted: a cheap merge
-            for pos, data, rejected in round_out:
-                yield LineOutput(pos, data, rejected)
+        yield from _merge(outboxes, stats, lambda: None)
         feeder.join()
         if feeder.error is not None:
             raise feeder.error
     finally:
         feeder.stop.set()
-        for conn in (*inboxes, *outboxes):
-            conn.close()
-        for proc in procs:
-            proc.join(timeout=0.5)
-            if proc.is_alive():
-                proc.terminate()  # our own child, by its PID
-                proc.join()
+        _stop(procs, (*inboxes, *outboxes))

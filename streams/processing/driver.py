@@ -26,7 +26,6 @@ from loopguard.detectors import (
     RunState,
     Thresholds,
     apply_event,
-    effective_agent,
     parse_event,
 )
 from loopguard.streams.processing.metrics import Metrics
@@ -199,15 +198,19 @@ class RunDriver:
         """Load the run (cache, then store) and apply one decoded event to it: its decisions,
         or that it was a duplicate; None when the engine failed (the message dead-lettered,
         the run's state as before it)."""
-        runs = self.partition(msg.partition)
+        partition = msg.partition
+        runs = self._partitions.get(partition) or self.partition(partition)
         key = run_key(ev.run_id) if self._offline else msg.key
         assert key is not None  # _parse refuses a key that is not the run_id
         now = runs.stream_ms
-        run = self._live(runs, msg.partition, key, now)
+        run = self._live(runs, partition, key, now)
         state = run.state
         before = state.snapshot()
+        # effective_agent and the thresholds cache, inlined: this is the worker's hot path
+        agent = state.agent_id if state.agent_id is not None else ev.agent_id
+        th = self._thresholds.get(agent) or self.thresholds(agent)
         try:
-            applied = apply_event(state, ev, self.thresholds(effective_agent(state, ev)))
+            applied = apply_event(state, ev, th)
         except Exception as exc:  # the dead-letter policy: an engine bug costs one event
             log.exception("engine failed on run %s event %s", ev.run_id, ev.event_id)
             run.state = before
@@ -216,7 +219,8 @@ class RunDriver:
         if applied.is_duplicate:
             self._metrics.duplicates.inc()
             return Step(key, applied.decisions, True)
-        runs.mark_dirty(key, run)
+        if not run.is_dirty:
+            runs.mark_dirty(key, run)
         state.stamp_ms = now
         return Step(key, applied.decisions, False)
 
@@ -292,6 +296,8 @@ class RunDriver:
     def _live(self, runs: PartitionRuns, partition: int, key: bytes, now: int | None) -> LiveRun:
         """The run's cached state, loaded on a miss; fresh when idle past the TTL."""
         run = runs.live.get(key)
+        if run is not None and now is None:
+            return run  # no stream time (no record times, or replay without a TTL): never idle
         if run is None:
             runs.cold.pop(key, None)
             run = runs.live[key] = LiveRun(self._load(partition, key, now))

@@ -296,6 +296,10 @@ async def main() -> None:
         help="also run the worker (and floors) with LOOPGUARD_FAUST_FAST_PATH=0: before/after",
     )  # fmt: skip
     ap.add_argument("--no-direct", action="store_true", help="skip bench/direct.py's prototype")
+    ap.add_argument(
+        "--floor-modes", default=",".join(FLOOR_MODES),
+        help=f"with --floor: which floors, comma-separated (default {','.join(FLOOR_MODES)})",
+    )  # fmt: skip
     add_broker_argument(ap)
     args = ap.parse_args()
     calls = 10_000 if args.quick else 100_000
@@ -333,7 +337,8 @@ async def _bench(
         eos_env = {**extra_env, "LOOPGUARD_PROCESSING_GUARANTEE": "exactly_once"}
         old_env = {**extra_env, "LOOPGUARD_FAUST_FAST_PATH": "0"}  # Faust's own drain loop
         old_rates: list[float] = []
-        floors: dict[str, list[float]] = {mode: [] for mode in FLOOR_MODES} if args.floor else {}
+        modes = [m for m in args.floor_modes.split(",") if m in FLOOR_MODES]
+        floors: dict[str, list[float]] = {mode: [] for mode in modes} if args.floor else {}
         old_floors: dict[str, list[float]] = (
             {mode: [] for mode in floors} if args.faust_loop else {}
         )

@@ -197,6 +197,12 @@ def _secure_ready(bootstrap: str, admin: ClientSecurity) -> bool:
     from aiokafka.client import AIOKafkaClient
     from aiokafka.errors import KafkaError
 
+    host, _, port = bootstrap.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=1.0).close()
+    except OSError:
+        return False  # not listening yet: no TLS client to build and tear down
+
     async def probe() -> bool:
         client = AIOKafkaClient(
             bootstrap_servers=bootstrap, request_timeout_ms=2000, **admin.aiokafka_kwargs()
@@ -208,6 +214,9 @@ def _secure_ready(bootstrap: str, admin: ClientSecurity) -> bool:
             return False
         finally:
             await client.close()
+            # aiokafka closes its bootstrap connection (and a refused one) without waiting;
+            # a TLS close takes a few loop turns, and ending the loop first leaks its socket.
+            await asyncio.sleep(0.3)
 
     # Its own thread and loop: start() is synchronous and may run under a caller's loop.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:

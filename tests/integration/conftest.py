@@ -1,8 +1,17 @@
 """Integration fixtures: one real broker per session, fresh topics and group per test.
 
 The broker is the one `LOOPGUARD_TEST_BROKER` names: `tansu` (default, the embedded Tansu
-of `streams/embedded/tansu.py`) or `kafka` (Apache Kafka, `streams/embedded/kafka.py`; `make kafka`
-installs its jars). Tansu-only settings come from `worker_settings(kind)`, nowhere else.
+of `streams/embedded/tansu.py`), `kafka` (Apache Kafka, `streams/embedded/kafka.py`; `make kafka`
+installs its jars) or `kafka-secure` (the same Kafka with only a SASL_SSL listener, SCRAM users
+and the standard authorizer: docs/security.md). Broker-specific worker settings come from
+`worker_settings(broker)`, nowhere else.
+
+On `kafka-secure` every test's topics get the least-privilege ACLs of docs/security.md
+(`loopguard_acls`); workers run as `loopguard-worker` (their LOOPGUARD_SASL_* settings from
+`worker_settings`); the tests' own clients act as the operator (the `admin` super user):
+aiokafka clients built here without a `security_protocol` get the operator's credentials
+(`_operator_clients`). What each principal may and may not do is tested in
+tests/integration/test_secure_kafka.py.
 
     async def test_x(broker, topics, kafka):
         await kafka.produce_json(topics.tool_calls, [event], key=lambda e: e["run_id"])
@@ -27,27 +36,60 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from loopguard.streams.embedded import KafkaBroker
+from loopguard.streams.embedded.kafka_security import ADMIN, WORKER, create_acls, loopguard_acls
 from loopguard.streams.embedded.tansu import EmbeddedBroker
 from loopguard.streams.kafka.admin import create_topics, topic_partitions
+from loopguard.streams.kafka.security import PLAINTEXT, ClientSecurity
 
 PARTITIONS = 4
 _HERE = Path(__file__).parent
 
-BrokerKind = Literal["tansu", "kafka"]
+BrokerKind = Literal["tansu", "kafka", "kafka-secure"]
+_KINDS: tuple[BrokerKind, ...] = ("tansu", "kafka", "kafka-secure")
 SessionBroker = EmbeddedBroker | KafkaBroker  # what the `broker` fixture yields
 
 
 def broker_kind() -> BrokerKind:
-    """The broker the suites run on: `LOOPGUARD_TEST_BROKER` (`tansu` by default, or `kafka`)."""
+    """The broker the suites run on: `LOOPGUARD_TEST_BROKER` (`tansu`, `kafka`, `kafka-secure`)."""
     kind = os.environ.get("LOOPGUARD_TEST_BROKER", "tansu") or "tansu"
-    if kind not in ("tansu", "kafka"):
-        raise pytest.UsageError(f"LOOPGUARD_TEST_BROKER={kind!r}: use tansu or kafka")
-    return "kafka" if kind == "kafka" else "tansu"
+    for known in _KINDS:
+        if kind == known:
+            return known
+    raise pytest.UsageError(f"LOOPGUARD_TEST_BROKER={kind!r}: use tansu, kafka or kafka-secure")
 
 
 def start_broker(kind: BrokerKind | None = None) -> SessionBroker:
     """Start a broker of this kind (the session's by default) on free loopback ports."""
-    return KafkaBroker().start() if (kind or broker_kind()) == "kafka" else EmbeddedBroker().start()
+    kind = kind or broker_kind()
+    if kind == "tansu":
+        return EmbeddedBroker().start()
+    return KafkaBroker(secure=kind == "kafka-secure").start()
+
+
+def is_secure(broker: SessionBroker) -> bool:
+    """True for the locked-down Kafka (kafka-secure)."""
+    return isinstance(broker, KafkaBroker) and broker.is_secure
+
+
+def operator_security(broker: SessionBroker) -> ClientSecurity:
+    """The tests' own clients: the super user on kafka-secure, no security elsewhere."""
+    if isinstance(broker, KafkaBroker) and broker.is_secure:
+        return broker.credentials(ADMIN)
+    return PLAINTEXT
+
+
+def security_settings(security: ClientSecurity) -> dict[str, object]:
+    """LOOPGUARD_* settings (lower case, no prefix) of a client security; {} for plaintext."""
+    if security.protocol == "PLAINTEXT":
+        return {}
+    out: dict[str, object] = {"security_protocol": security.protocol}
+    if security.is_sasl:
+        password = security.password.get_secret_value() if security.password else ""
+        out |= {"sasl_mechanism": security.mechanism, "sasl_username": security.username}
+        out["sasl_password"] = password
+    if security.ca_file is not None:
+        out["ssl_ca_file"] = security.ca_file
+    return out
 
 
 def lose_data(broker: SessionBroker) -> None:
@@ -62,9 +104,12 @@ def worker_settings(broker: SessionBroker) -> dict[str, object]:
     """LOOPGUARD_* settings a worker needs on this broker beyond the defaults a user gets.
 
     Tansu under-reports end offsets (streams/kafka/end_offsets.py), which trips Faust's recovery
-    consistency check; on Apache Kafka the worker runs with the check on, as users do.
+    consistency check; on Apache Kafka the worker runs with the check on, as users do. On
+    kafka-secure the worker logs in as `loopguard-worker`.
     """
-    return {"recovery_consistency_check": "false"} if isinstance(broker, EmbeddedBroker) else {}
+    if isinstance(broker, EmbeddedBroker):
+        return {"recovery_consistency_check": "false"}
+    return security_settings(broker.credentials(WORKER)) if broker.is_secure else {}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -113,14 +158,18 @@ def _decode(value: bytes | None) -> Any:
 class KafkaIO:
     """Produce JSON lines and read topics back, with deadlines instead of sleeps."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = bootstrap
+        self.security = security
 
     async def produce_raw(
         self, topic: str, values: Iterable[bytes], key: bytes | None = None
     ) -> None:
         """Send raw values (acks=all) and wait until all are acknowledged."""
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=5)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, acks="all", linger_ms=5,
+            **self.security.aiokafka_kwargs(),
+        )  # fmt: skip
         await producer.start()
         try:
             futures = [await producer.send(topic, v, key=key) for v in values]
@@ -135,7 +184,10 @@ class KafkaIO:
         key: Callable[[Any], str | None] | None = lambda o: o.get("run_id"),
     ) -> None:
         """Send objects as JSON lines, keyed by `key(obj)` (run_id by default), acks=all."""
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=5)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, acks="all", linger_ms=5,
+            **self.security.aiokafka_kwargs(),
+        )  # fmt: skip
         await producer.start()
         try:
             futures = []
@@ -158,10 +210,13 @@ class KafkaIO:
         Returns what was read either way; assert on the result. With the default `until`,
         reads for the whole deadline ("everything that arrives in N seconds").
         """
-        parts = (await topic_partitions(self.bootstrap, [topic], wait=deadline))[topic]
+        parts = (
+            await topic_partitions(self.bootstrap, [topic], wait=deadline, security=self.security)
+        )[topic]
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
             fetch_max_wait_ms=100, auto_offset_reset="earliest",
+            **self.security.aiokafka_kwargs(),
         )  # fmt: skip
         await consumer.start()
         got: list[Message] = []
@@ -193,6 +248,59 @@ def pytest_report_header() -> str:
     return f"LOOPGUARD_TEST_BROKER: {broker_kind()}"
 
 
+def grant_topic_set(broker: KafkaBroker, ts: TopicSet) -> Any:
+    """Coroutine: the least-privilege ACLs (docs/security.md) for one test's topics and group."""
+    acls = loopguard_acls(
+        tool_calls=ts.tool_calls,
+        compactions=ts.compactions,
+        control=ts.control,
+        dead_letter=ts.dead_letter,
+        app_id=ts.group_id,
+        changelog=f"{ts.group_id}-loopguard-runs-changelog",  # streams/worker/app.py
+    )
+    return create_acls(broker.bootstrap, broker.credentials(ADMIN), acls)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _operator_clients(request: pytest.FixtureRequest) -> Iterator[None]:
+    """On kafka-secure, aiokafka clients built without security options log in as the operator.
+
+    The tests' own producers, readers and admin calls (here and in the test modules) play the
+    operator; clients that pass `security_protocol` (the worker, a RuntimeClient given
+    credentials, every LoopGuard client with security) are left as they are.
+    """
+    if broker_kind() != "kafka-secure":
+        yield
+        return
+    import aiokafka
+    import aiokafka.admin
+    import aiokafka.client
+
+    session_broker: KafkaBroker = request.getfixturevalue("broker")
+    operator = session_broker.credentials(ADMIN).aiokafka_kwargs()
+    patch = pytest.MonkeyPatch()
+    for cls in (
+        aiokafka.AIOKafkaProducer,
+        aiokafka.AIOKafkaConsumer,
+        aiokafka.admin.AIOKafkaAdminClient,
+        aiokafka.client.AIOKafkaClient,
+    ):
+        patch.setattr(cls, "__init__", _with_default_security(cls.__init__, operator))
+    try:
+        yield
+    finally:
+        patch.undo()
+
+
+def _with_default_security(init: Callable[..., None], defaults: dict[str, Any]) -> Any:
+    def patched(self: Any, *args: Any, **kwargs: Any) -> None:
+        if "security_protocol" not in kwargs:
+            kwargs = {**defaults, **kwargs}
+        init(self, *args, **kwargs)
+
+    return patched
+
+
 @pytest.fixture(scope="session")
 def broker() -> Iterator[SessionBroker]:
     """One broker (LOOPGUARD_TEST_BROKER) for the whole session, stopped by PID at the end."""
@@ -214,11 +322,13 @@ async def topics(broker: SessionBroker) -> TopicSet:
         dead_letter=f"t{tag}.dead-letter",
         group_id=f"g{tag}",
     )
-    await create_topics(broker.bootstrap, ts.names, PARTITIONS)
+    await create_topics(broker.bootstrap, ts.names, PARTITIONS, security=operator_security(broker))
+    if isinstance(broker, KafkaBroker) and is_secure(broker):
+        await grant_topic_set(broker, ts)
     return ts
 
 
 @pytest.fixture
 def kafka(broker: SessionBroker) -> KafkaIO:
     """Produce/consume helpers bound to the session broker."""
-    return KafkaIO(broker.bootstrap)
+    return KafkaIO(broker.bootstrap, operator_security(broker))

@@ -1,0 +1,343 @@
+"""LoopGuard on a locked-down Kafka: SASL_SSL, SCRAM users and least-privilege ACLs.
+
+The broker is `KafkaBroker(secure=True)` (the session's on LOOPGUARD_TEST_BROKER=kafka-secure,
+else this module's own). Each test's topics get the ACLs of docs/security.md; the worker runs
+as `loopguard-worker`, agent runtimes as `agent-runtime`, and `outsider` logs in with no ACL.
+Every claim of docs/security.md names the test here that backs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import TopicAuthorizationFailedError
+
+from loopguard.streams.cli_errors import EXIT_BROKER_REFUSED
+from loopguard.streams.client.runtime import RuntimeClient
+from loopguard.streams.embedded import KafkaBroker
+from loopguard.streams.embedded.child import free_port
+from loopguard.streams.embedded.kafka_security import ADMIN, OUTSIDER, RUNTIME, WORKER, make_ca
+from loopguard.streams.kafka.admin import create_topics
+from loopguard.streams.kafka.security import ClientSecurity
+
+from ..worker_process import REPO, WorkerLauncher
+from .conftest import PARTITIONS, KafkaIO, TopicSet, broker_kind, grant_topic_set, security_settings
+
+pytestmark = pytest.mark.integration
+
+POLICY = {"tools": {"loopDetection": {"enabled": True}}}
+
+
+@pytest.fixture(scope="module")
+def secure_broker(request: pytest.FixtureRequest) -> Iterator[KafkaBroker]:
+    """The secured broker: the session's on kafka-secure, else one of this module's own."""
+    if broker_kind() == "kafka-secure":
+        yield request.getfixturevalue("broker")
+        return
+    broker = KafkaBroker(secure=True).start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+async def secure_topics(secure_broker: KafkaBroker) -> TopicSet:
+    """This test's topics, created by the operator, with the least-privilege ACLs granted."""
+    tag = uuid.uuid4().hex[:10]
+    ts = TopicSet(
+        tool_calls=f"s{tag}.tool-calls",
+        compactions=f"s{tag}.compactions",
+        control=f"s{tag}.control",
+        dead_letter=f"s{tag}.dead-letter",
+        group_id=f"sg{tag}",
+    )
+    admin = secure_broker.credentials(ADMIN)
+    await create_topics(secure_broker.bootstrap, ts.names, PARTITIONS, security=admin)
+    await grant_topic_set(secure_broker, ts)
+    return ts
+
+
+def _worker_env(
+    broker: KafkaBroker, ts: TopicSet, tmp_path: Path, security: ClientSecurity
+) -> dict[str, object]:
+    policy = tmp_path / "openclaw.json"
+    policy.write_bytes(orjson.dumps(POLICY))
+    return {
+        "broker": broker.url,
+        "partitions": ts.partitions,
+        "topic_tool_calls": ts.tool_calls,
+        "topic_compactions": ts.compactions,
+        "topic_control": ts.control,
+        "topic_dead_letter": ts.dead_letter,
+        "app_id": ts.group_id,
+        "data_dir": tmp_path / "data",
+        "policy_file": policy,
+        "broker_wait_seconds": 5,  # a refusal must not be retried: a regression shows as 69
+        **security_settings(security),
+    }
+
+
+def _secrets(broker: KafkaBroker) -> list[str]:
+    setup = broker.secure_setup
+    return [*setup.passwords.values(), setup.store_password]
+
+
+async def test_worker_and_runtime_work_with_least_privilege_and_never_show_a_secret(
+    secure_broker: KafkaBroker, secure_topics: TopicSet, tmp_path: Path
+) -> None:
+    b, ts = secure_broker, secure_topics
+    launcher = WorkerLauncher(_worker_env(b, ts, tmp_path, b.credentials(WORKER)), tmp_path)
+    try:
+        worker = launcher.start()
+        await worker.wait_until("/healthz", lambda body: body == "ok\n", 90)
+        decisions = []
+        async with RuntimeClient(b.bootstrap, topics=ts, security=b.credentials(RUNTIME)) as rt:
+            run = rt.run("secure-run-1", agent_id="main")
+            for _ in range(22):
+                cid = await run.tool_call("read", {"path": "/missing"}, want_verdict=True)
+                reply = await run.verdict(cid, timeout=30)
+                assert not reply.is_timeout, worker.log_tail()
+                decisions.append(reply.decision)
+                await run.tool_result(cid, "read", {"path": "/missing"}, error="File not found")
+        assert decisions[0] == "allow" and "warn" in decisions
+        assert decisions[-1] == "block"
+        # A malformed event from the runtime is dead-lettered by the worker.
+        await _produce(b, RUNTIME, ts.tool_calls, b"not json at all")
+        operator = KafkaIO(b.bootstrap, b.credentials(ADMIN))
+        dead = await operator.consume_count(ts.dead_letter, 1, deadline=60)
+        control = await operator.consume_count(ts.control, len(decisions), deadline=30)
+        assert len(dead) == 1 and dead[0].json["reason"] == "not_json"
+        _, metrics = await asyncio.to_thread(worker.get, "/metrics")
+        assert "loopguard_events_total" in metrics
+        assert worker.terminate() == 0
+    finally:
+        launcher.stop_all()
+    seen = {
+        "worker log": worker.log.read_text(errors="replace"),
+        "/metrics": metrics,
+        "dead letters": b"".join(m.value or b"" for m in dead).decode(errors="replace"),
+        "control topic": b"".join(m.value or b"" for m in control).decode(errors="replace"),
+    }
+    for where, text in seen.items():
+        for secret in _secrets(b):
+            assert secret not in text, f"a secret appears in the {where}"
+
+
+async def _produce(broker: KafkaBroker, user: str, topic: str, value: bytes) -> None:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=broker.bootstrap,
+        acks="all",
+        request_timeout_ms=10_000,
+        **broker.credentials(user).aiokafka_kwargs(),
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value, key=b"forged-run")
+    finally:
+        await producer.stop()
+
+
+async def _can_write(broker: KafkaBroker, user: str, topic: str, value: bytes) -> bool:
+    try:
+        await _produce(broker, user, topic, value)
+    except TopicAuthorizationFailedError:
+        return False
+    return True
+
+
+async def _can_read(broker: KafkaBroker, user: str, topic: str) -> bool:
+    """True when `user` reads the record the operator put in partition 0 of `topic`."""
+    tp = TopicPartition(topic, 0)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=broker.bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=100,
+        **broker.credentials(user).aiokafka_kwargs(),
+    )
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 4.0
+        while loop.time() < end:  # refused reads raise, or aiokafka logs and returns nothing
+            if (await consumer.getmany(tp, timeout_ms=200)).get(tp):
+                return True
+    except TopicAuthorizationFailedError:
+        return False
+    finally:
+        await consumer.stop()
+    return False
+
+
+async def _operator_writes(broker: KafkaBroker, topic: str) -> None:
+    """One record in partition 0, so that a read that gets nothing was refused."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=broker.bootstrap,
+        acks="all",
+        **broker.credentials(ADMIN).aiokafka_kwargs(),
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, b"{}", partition=0)
+    finally:
+        await producer.stop()
+
+
+COMMAND = orjson.dumps({"type": "command", "command": "abort_run", "run_id": "forged-run"})
+
+
+@pytest.mark.parametrize(
+    ("user", "action", "topic"),
+    [
+        pytest.param(RUNTIME, "write", "control", id="runtime-cannot-forge-commands"),
+        pytest.param(RUNTIME, "write", "dead_letter", id="runtime-cannot-write-dead-letters"),
+        pytest.param(RUNTIME, "read", "tool_calls", id="runtime-cannot-read-other-runs-events"),
+        pytest.param(OUTSIDER, "write", "tool_calls", id="outsider-cannot-publish-events"),
+        pytest.param(OUTSIDER, "read", "control", id="outsider-cannot-read-commands"),
+        pytest.param(OUTSIDER, "write", "control", id="outsider-cannot-forge-commands"),
+    ],
+)
+async def test_a_principal_is_refused_what_its_acls_do_not_grant(
+    secure_broker: KafkaBroker, secure_topics: TopicSet, user: str, action: str, topic: str
+) -> None:
+    name = getattr(secure_topics, topic)
+    if action == "write":
+        assert not await _can_write(secure_broker, user, name, COMMAND)
+    else:
+        await _operator_writes(secure_broker, name)
+        assert not await _can_read(secure_broker, user, name)
+
+
+async def test_the_granted_principals_may_do_their_jobs(
+    secure_broker: KafkaBroker, secure_topics: TopicSet
+) -> None:
+    """The same calls succeed where the recipe grants them (the refusals above are ACLs)."""
+    ts = secure_topics
+    assert await _can_write(secure_broker, RUNTIME, ts.tool_calls, b"{}")
+    assert await _can_write(secure_broker, WORKER, ts.control, COMMAND)
+    assert await _can_write(secure_broker, WORKER, ts.dead_letter, b"{}")
+    await _operator_writes(secure_broker, ts.control)
+    assert await _can_read(secure_broker, RUNTIME, ts.control)
+    assert await _can_read(secure_broker, WORKER, ts.tool_calls)
+
+
+def _run_worker(env_settings: dict[str, object]) -> tuple[int, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
+    env.update({f"LOOPGUARD_{k.upper()}": str(v) for k, v in env_settings.items()})
+    env["LOOPGUARD_WEB_PORT"] = str(free_port())
+    proc = subprocess.run(
+        [sys.executable, "-m", "loopguard.streams.main", "worker"],
+        capture_output=True, text=True, timeout=120, cwd=REPO, env=env,
+    )  # fmt: skip
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+WRONG_PASSWORD = "not-the-password-Xy9"
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        pytest.param(
+            "wrong-password",
+            [
+                "refused the login as SASL_SSL, SCRAM-SHA-512 as 'loopguard-worker', CA ",
+                ": wrong user name or password (LOOPGUARD_SASL_USERNAME, LOOPGUARD_SASL_PASSWORD)",
+            ],
+            id="wrong-password",
+        ),
+        pytest.param(
+            "untrusted-ca",
+            [
+                ": its TLS certificate is not trusted (",
+                "other-ca/ca.pem): set LOOPGUARD_SSL_CA_FILE to the CA that signed it",
+            ],
+            id="untrusted-ca",
+        ),
+        pytest.param(
+            "missing-acl",
+            [
+                "the broker refused creating topic ",
+                ": topic authorization failed for SASL_SSL, SCRAM-SHA-512 as 'outsider', CA ",
+                "(missing ACL; see docs/security.md)",
+            ],
+            id="missing-acl",
+        ),
+    ],
+)
+def test_a_refused_worker_stops_at_start_up_with_one_line_and_exit_77(
+    secure_broker: KafkaBroker,
+    secure_topics: TopicSet,
+    tmp_path: Path,
+    case: str,
+    expected: list[str],
+) -> None:
+    b = secure_broker
+    setup = b.secure_setup
+    if case == "wrong-password":
+        security = setup.client(WORKER, password=WRONG_PASSWORD)
+    elif case == "untrusted-ca":
+        other_ca = make_ca(tmp_path / "other-ca", name="not-the-brokers-ca")
+        security = ClientSecurity(**{**_fields(setup.client(WORKER)), "ca_file": other_ca})
+    else:
+        security = setup.client(OUTSIDER)  # logs in, holds no ACL
+    code, output = _run_worker(_worker_env(b, secure_topics, tmp_path, security))
+    lines = output.strip().splitlines()
+    assert (code, len(lines)) == (EXIT_BROKER_REFUSED, 1), output
+    assert lines[0].startswith("loopguard worker: ")
+    assert all(part in lines[0] for part in expected), lines[0]
+    for secret in [*_secrets(b), WRONG_PASSWORD]:
+        assert secret not in output
+
+
+def _fields(security: ClientSecurity) -> dict[str, object]:
+    return {name: getattr(security, name) for name in security.__dataclass_fields__}
+
+
+async def test_replay_reads_a_topic_over_sasl_ssl_and_a_bad_login_is_one_line(
+    secure_broker: KafkaBroker, secure_topics: TopicSet, tmp_path: Path
+) -> None:
+    b, ts = secure_broker, secure_topics
+    async with RuntimeClient(
+        b.bootstrap, topics=ts, security=b.credentials(RUNTIME), is_listening=False
+    ) as rt:
+        run = rt.run("replayed-run", agent_id="main")
+        for _ in range(12):
+            cid = await run.tool_call("read", {"path": "/missing"})
+            await run.tool_result(cid, "read", {"path": "/missing"}, error="File not found")
+    policy = tmp_path / "policy.json"
+    policy.write_bytes(orjson.dumps(POLICY))
+
+    def replay(security: ClientSecurity) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
+        env.update(
+            {f"LOOPGUARD_{k.upper()}": str(v) for k, v in security_settings(security).items()}
+        )
+        return subprocess.run(
+            [sys.executable, "-m", "loopguard.streams.cli", "replay", "--topic", ts.tool_calls,
+             "--broker", b.bootstrap, "--policy", str(policy), "--quiet"],
+            capture_output=True, text=True, timeout=120, cwd=REPO, env=env,
+        )  # fmt: skip
+
+    done = await asyncio.to_thread(replay, b.credentials(ADMIN))
+    decisions = [orjson.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0, done.stderr
+    assert decisions and {d.get("detector") for d in decisions} == {"generic_repeat"}
+    refused = await asyncio.to_thread(replay, b.secure_setup.client(ADMIN, password=WRONG_PASSWORD))
+    assert refused.returncode == EXIT_BROKER_REFUSED, refused.stderr
+    assert refused.stderr.startswith("loopguard replay: broker ") and "refused the login" in (
+        refused.stderr
+    )
+    assert len(refused.stderr.strip().splitlines()) == 1 and WRONG_PASSWORD not in refused.stderr

@@ -30,6 +30,21 @@ GuardObservation = tuple[str, str, str]  # (tool, args_hash, result_hash)
 LifeKind = Literal["compaction", "run_end"]
 HeldEvent = tuple[int, LifeKind]  # (seq, type) of a life event waiting for its place
 _LIFE_KINDS: tuple[LifeKind, ...] = ("compaction", "run_end")
+# RunState.save's tuple: the fields in declaration order
+SavedState = tuple[
+    list[Record],
+    dict[str, int],
+    str | None,
+    int,
+    int | None,
+    list[GuardObservation],
+    int | None,
+    int | None,
+    int | None,
+    int | None,
+    list[HeldEvent],
+    int | None,
+]
 
 
 @dataclass(slots=True)
@@ -49,13 +64,13 @@ class RunState:
     held: list[HeldEvent] = field(default_factory=list)  # life events ahead of the tool events
     stamp_ms: int | None = None  # opaque to the engine: the stream layer's last event time
 
-    def snapshot(self) -> RunState:
-        """A copy the engine's in-place update cannot reach (containers copied, values shared).
+    def save(self) -> SavedState:
+        """The state's values, out of reach of the engine's in-place update (`restore` puts
+        them back): containers copied, their immutable records and observations shared.
 
-        Records and observations are immutable, so one level suffices; every field is named
-        here (not looped over) because the stream worker takes one before each event.
-        """
-        return RunState(
+        The stream worker saves each run before each event, so that an engine bug costs that
+        event only: a tuple of the fields, ~0.5 µs, half of building a `RunState`."""
+        return (
             self.history.copy(),
             self.buckets.copy(),
             self.agent_id,
@@ -69,6 +84,23 @@ class RunState:
             self.held.copy(),
             self.stamp_ms,
         )
+
+    def restore(self, saved: SavedState) -> None:
+        """Put back the values `save` took (in place)."""
+        (
+            self.history,
+            self.buckets,
+            self.agent_id,
+            self.guard_remaining,
+            self.guard_seq,
+            self.guard_obs,
+            self.tool_seq,
+            self.life_seq,
+            self.ended_seq,
+            self.life_done,
+            self.held,
+            self.stamp_ms,
+        ) = saved
 
     @property
     def is_ended(self) -> bool:

@@ -110,6 +110,37 @@ class MemoryOutputs:
         self.dead_letters.append(value)
 
 
+class _Count:
+    """A counter or gauge that keeps nothing: a replay reports its own stats."""
+
+    def inc(self, amount: float = 1) -> None:
+        """Count nothing."""
+
+    def set(self, value: float) -> None:
+        """Hold nothing."""
+
+
+class OfflineMetrics(Metrics):
+    """The driver's metrics for a replay: no Prometheus counting on the hot path (its locks
+    cost as much as the driver's own steps); `ReplayStats` counts what a replay reports."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.duplicates = self.runs_cached = self.runs_active = _Count()  # type: ignore[assignment]
+
+    def count_events(self, event_type: str, n: int = 1) -> None:
+        """Count nothing."""
+
+    def count_detection(self, detector: str, level: str) -> None:
+        """Count nothing."""
+
+    def count_command(self, command: str) -> None:
+        """Count nothing."""
+
+    def count_rejected(self, reason: str) -> None:
+        """Count nothing."""
+
+
 class _Line:
     """One input line as the driver reads a message: no key, no record time, partition 0.
 
@@ -145,7 +176,7 @@ class Replayer:
         ttl = self.idle_ttl_ms or 0  # 0: no TTL, stream time never moves (driver, offline)
         limits = DriverLimits(max_line_bytes, 0, run_idle_ttl_ms=ttl, run_cache_idle_ms=ttl)
         self.driver = RunDriver(
-            self.policy, limits, self.store, self.outputs, Metrics(), offline=True
+            self.policy, limits, self.store, self.outputs, OfflineMetrics(), offline=True
         )
         self._runs = self.driver.partition(0)
         self._msg = _Line()
@@ -195,7 +226,8 @@ class Replayer:
         self.driver.sweep(0)
 
     def feed_line(self, line: int, raw: bytes | str) -> list[Decision] | Rejected:
-        """Decode, load, apply and publish one input line: its decisions, or its refusal."""
+        """Decode, load, apply and publish one input line: its decisions (their control
+        messages in `outputs.decisions`, until the next line), or its refusal."""
         msg = self._msg
         msg.offset = line
         msg.value = raw.encode() if isinstance(raw, str) else raw
@@ -204,20 +236,20 @@ class Replayer:
         ev = self.driver.decode(msg)
         if ev is None:
             return self._refused(line)
-        return self._feed(ev)
+        return self._feed(ev, publish=True)
 
     def feed_event(self, ev: Event) -> list[Decision]:
-        """Process one parsed event (its line's time already observed); an engine failure is
-        counted as a rejected line."""
-        if self.outputs.decisions:
-            self.outputs.decisions.clear()
-        out = self._feed(ev)
+        """Load and apply one parsed event (its line's time already observed), not publishing:
+        for callers that read the decisions themselves (compare, explain). An engine failure
+        is counted as a rejected line."""
+        out = self._feed(ev, publish=False)
         return [] if isinstance(out, Rejected) else out
 
-    def _feed(self, ev: Event) -> list[Decision] | Rejected:
+    def _feed(self, ev: Event, *, publish: bool) -> list[Decision] | Rejected:
         stats = self.stats
         stats.events += 1
-        step = self.driver.step(self._msg, ev)
+        key = run_key(ev.run_id)
+        step = self.driver.step(self._msg, key, ev)
         self._until_sweep -= 1
         if self._until_sweep <= 0:
             self._until_sweep = SWEEP_EVERY
@@ -230,7 +262,8 @@ class Replayer:
         out = step.decisions
         if out:
             stats.decisions += len(out)
-            self.driver.publish(step.key, out)
+            if publish:
+                self.driver.publish(key, out)
         return out
 
     def feed(self, obj: object) -> list[Decision]:

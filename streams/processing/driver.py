@@ -15,10 +15,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from loopguard.config import Policy
 from loopguard.detectors import (
+    Applied,
     Decision,
     Event,
     InvalidEvent,
@@ -33,7 +34,7 @@ from loopguard.streams.processing.partition import LiveRun, PartitionRuns
 from loopguard.streams.wire.codec import Rejected, decode_object, encode, run_key
 from loopguard.streams.wire.deadletter import Origin, dead_letter
 
-__all__ = ["DriverLimits", "Message", "Outputs", "RunDriver", "StateStore", "Step", "event_time_ms"]
+__all__ = ["DriverLimits", "Message", "Outputs", "RunDriver", "StateStore", "event_time_ms"]
 
 log = logging.getLogger(__name__)
 
@@ -104,15 +105,6 @@ def _ms(timestamp_s: float | None) -> int | None:
     return None if timestamp_s is None else int(timestamp_s * 1000)
 
 
-class Step(NamedTuple):
-    """What one event did to its run (`RunDriver.step`): the run's key and the engine's
-    decisions, or that it was a redelivery."""
-
-    key: bytes
-    decisions: list[Decision]
-    is_duplicate: bool
-
-
 class RunDriver:
     """Applies input messages to cached run states; persists them at checkpoints.
 
@@ -163,18 +155,19 @@ class RunDriver:
         by_type: Counter[str] = Counter()
         has_verdict = False
         touched: set[int] = set()
-        decode, step, publish = self.decode, self.step, self.publish
+        decode, key_of, step, publish = self.decode, self.key_of, self.step, self.publish
         for msg in messages:
             touched.add(msg.partition)
             ev = decode(msg)
             if ev is None:
                 continue
-            applied = step(msg, ev)
+            key = key_of(msg, ev)
+            applied = step(msg, key, ev)
             if applied is None or applied.is_duplicate:
                 continue
             by_type[ev.type] += 1
             if applied.decisions:
-                has_verdict |= publish(applied.key, applied.decisions)
+                has_verdict |= publish(key, applied.decisions)
         for partition in touched:
             self.sweep(partition)
         for event_type, n in by_type.items():
@@ -185,7 +178,7 @@ class RunDriver:
     def decode(self, msg: Message) -> Event | None:
         """Decode and validate one message, moving its partition's stream time; None when it
         was refused (dead-lettered)."""
-        runs = self.partition(msg.partition)
+        runs = self._partitions.get(msg.partition) or self.partition(msg.partition)
         if not self._offline:
             runs.advance(_ms(msg.timestamp))
         try:
@@ -194,18 +187,24 @@ class RunDriver:
             self._reject(msg, exc.reason, exc.detail, exc.run_id)
             return None
 
-    def step(self, msg: Message, ev: Event) -> Step | None:
+    def key_of(self, msg: Message, ev: Event) -> bytes:
+        """The run's key: the record's (checked by `decode`), offline derived from its run_id."""
+        key = run_key(ev.run_id) if self._offline else msg.key
+        assert key is not None  # decode refuses a key that is not the run_id
+        return key
+
+    def step(self, msg: Message, key: bytes, ev: Event) -> Applied | None:
         """Load the run (cache, then store) and apply one decoded event to it: its decisions,
         or that it was a duplicate; None when the engine failed (the message dead-lettered,
         the run's state as before it)."""
         partition = msg.partition
         runs = self._partitions.get(partition) or self.partition(partition)
-        key = run_key(ev.run_id) if self._offline else msg.key
-        assert key is not None  # _parse refuses a key that is not the run_id
         now = runs.stream_ms
-        run = self._live(runs, partition, key, now)
+        run = runs.live.get(key)
+        if run is None or (now is not None and self._is_idle(run.state.stamp_ms, now)):
+            run = self._live(runs, partition, key, now)  # a miss, or idle past the TTL
         state = run.state
-        before = state.snapshot()
+        saved = state.save()
         # effective_agent and the thresholds cache, inlined: this is the worker's hot path
         agent = state.agent_id if state.agent_id is not None else ev.agent_id
         th = self._thresholds.get(agent) or self.thresholds(agent)
@@ -213,16 +212,16 @@ class RunDriver:
             applied = apply_event(state, ev, th)
         except Exception as exc:  # the dead-letter policy: an engine bug costs one event
             log.exception("engine failed on run %s event %s", ev.run_id, ev.event_id)
-            run.state = before
+            state.restore(saved)
             self._reject(msg, "engine_error", f"{type(exc).__name__}: {exc}", ev.run_id)
             return None
         if applied.is_duplicate:
             self._metrics.duplicates.inc()
-            return Step(key, applied.decisions, True)
+            return applied
         if not run.is_dirty:
             runs.mark_dirty(key, run)
         state.stamp_ms = now
-        return Step(key, applied.decisions, False)
+        return applied
 
     def publish(self, key: bytes, decisions: Iterable[Decision]) -> bool:
         """Queue decisions for the control topic and count them; True when one is a verdict."""

@@ -158,20 +158,27 @@ def _full_state() -> RunState:
     )
 
 
-def test_a_snapshot_equals_the_state_and_names_every_field() -> None:
-    state = _full_state()
-    assert state.snapshot() == state
+def test_save_takes_every_field_and_restore_puts_each_back() -> None:
+    defaults = RunState()
     for f in fields(RunState):  # every field differs from its default: none is dropped
-        assert getattr(state, f.name) != getattr(RunState(), f.name) or f.name == "ended_seq"
+        assert getattr(_full_state(), f.name) != getattr(defaults, f.name) or f.name == "ended_seq"
+    state = _full_state()
+    saved = state.save()
+    for f in fields(RunState):
+        setattr(state, f.name, getattr(defaults, f.name))
+    state.ended_seq = 99
+    state.restore(saved)
+    assert state == _full_state()
 
 
 @pytest.mark.parametrize("name", ["history", "buckets", "guard_obs", "held"])
-def test_changing_a_state_in_place_leaves_its_snapshot_alone(name: str) -> None:
+def test_changing_a_state_in_place_leaves_what_it_saved_alone(name: str) -> None:
     state = _full_state()
-    snap = state.snapshot()
+    saved = state.save()
     container = getattr(state, name)
     if isinstance(container, dict):
         container["new"] = 2
     else:
         container.append(container[0])
-    assert snap == _full_state()
+    state.restore(saved)
+    assert state == _full_state()

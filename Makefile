@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SHELL := /bin/bash
 # Tests that start Apache Kafka brokers of their own: they run once, in the Kafka pass.
-KAFKA_ONLY := tests/integration/test_kafka_broker.py tests/chaos/test_kafka_faults.py
+KAFKA_ONLY := tests/integration/test_kafka_broker.py tests/integration/test_secure_kafka.py \
+	tests/chaos/test_kafka_faults.py
 
 .PHONY: install run demo test test-tansu test-kafka preflight prometheus kafka lint typecheck \
 	unit bench bench-quick bench-memory clean
@@ -25,6 +26,7 @@ run: $(STAMP)  ## embedded broker + worker + demo fleet (Ctrl-C stops everything
 preflight:
 	@command -v java >/dev/null 2>&1 || { echo "make test: install Java 17+ (Debian: apt-get install openjdk-17-jre-headless maven): the suites also run on Apache Kafka" >&2; exit 1; }
 	@command -v mvn >/dev/null 2>&1 || ls $${XDG_CACHE_HOME:-$$HOME/.cache}/loopguard/kafka-*/.complete >/dev/null 2>&1 || { echo "make test: install Maven (Debian: apt-get install maven): it fetches the Apache Kafka jars" >&2; exit 1; }
+	@command -v openssl >/dev/null 2>&1 || { echo "make test: install openssl (Debian: apt-get install openssl): the secured-Kafka tests make a throwaway CA" >&2; exit 1; }
 	@{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; } || { echo "make test: install Prometheus (promtool and prometheus on PATH; Debian: apt-get install prometheus)" >&2; exit 1; }
 
 prometheus:  ## Debian's prometheus (promtool + server, for the deploy tests) when missing

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -22,10 +23,12 @@ import orjson
 import pytest
 
 from loopguard.streams.client.runtime import RuntimeClient
+from loopguard.streams.embedded import KafkaBroker
+from loopguard.streams.embedded.kafka_security import RUNTIME
 from loopguard.streams.embedded.tansu import EmbeddedBroker
 from tests.worker_process import REPO, WorkerLauncher
 
-from .conftest import TopicSet
+from .conftest import SessionBroker, TopicSet, is_secure, worker_settings
 
 PLUGIN = REPO / "integrations" / "openclaw"
 NODE = PLUGIN / "node_modules" / ".bin" / "node"
@@ -51,7 +54,7 @@ def worker(broker: EmbeddedBroker, topics: TopicSet, tmp_path: Path) -> Iterator
             "app_id": topics.group_id,
             "data_dir": tmp_path / "data",
             "policy_file": policy,
-            "recovery_consistency_check": "false",
+            **worker_settings(broker),
         },
         tmp_path,
     )
@@ -85,11 +88,42 @@ def plugin_config(broker: EmbeddedBroker, topics: TopicSet, timeout_ms: int) -> 
         },
         "mode": "gate",
         "verdictTimeoutMs": timeout_ms,
+        **plugin_security(broker),
     }
 
 
-async def drive(trace: str, config: dict[str, Any], wait_abort_ms: int = 0) -> dict[str, Any]:
-    """Run the node driver over one trace; its JSON report."""
+PASSWORD_ENV = "LOOPGUARD_TEST_PLUGIN_PASSWORD"
+
+
+def plugin_security(broker: SessionBroker) -> dict[str, Any]:
+    """On kafka-secure the gateway logs in as agent-runtime (docs/security.md), else nothing."""
+    if not (isinstance(broker, KafkaBroker) and is_secure(broker)):
+        return {}
+    runtime = broker.credentials(RUNTIME)
+    return {
+        "security": {
+            "protocol": runtime.protocol,
+            "saslMechanism": runtime.mechanism,
+            "username": runtime.username,
+            "passwordEnv": PASSWORD_ENV,
+            "caFile": str(runtime.ca_file),
+        }
+    }
+
+
+def plugin_env(broker: SessionBroker) -> dict[str, str]:
+    """The gateway's environment: its SASL password on kafka-secure."""
+    env = dict(os.environ)
+    if isinstance(broker, KafkaBroker) and is_secure(broker):
+        password = broker.credentials(RUNTIME).password
+        env[PASSWORD_ENV] = password.get_secret_value() if password else ""
+    return env
+
+
+async def drive(
+    trace: str, config: dict[str, Any], wait_abort_ms: int = 0, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Run the node driver over one trace (`env`: the gateway's environment); its report."""
     assert NODE.exists(), f"run `npm ci` in {PLUGIN} first (it installs node >= 24)"
     args = [str(NODE), "scripts/drive-trace.mjs", str(TRACES / trace), json.dumps(config)]
     proc = await asyncio.to_thread(
@@ -100,6 +134,7 @@ async def drive(trace: str, config: dict[str, Any], wait_abort_ms: int = 0) -> d
         text=True,
         timeout=600,
         check=False,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report: dict[str, Any] = json.loads(proc.stdout)
@@ -121,7 +156,8 @@ async def test_p1_blocks_exactly_where_openclaws_detector_blocks(
     broker: EmbeddedBroker, topics: TopicSet, worker: None
 ) -> None:
     await wait_for_verdicts(broker.bootstrap, topics)
-    report = await drive("openclaw-P1-r5.jsonl", plugin_config(broker, topics, VERDICT_TIMEOUT_MS))
+    config = plugin_config(broker, topics, VERDICT_TIMEOUT_MS)
+    report = await drive("openclaw-P1-r5.jsonl", config, env=plugin_env(broker))
 
     expected = {
         d["trigger_event_id"]: d["reason"]
@@ -144,7 +180,9 @@ async def test_p2_aborts_the_run_at_call_16_and_blocks_its_next_call(
 ) -> None:
     await wait_for_verdicts(broker.bootstrap, topics)
     config = plugin_config(broker, topics, VERDICT_TIMEOUT_MS)
-    report = await drive("openclaw-P2-r7.jsonl", config, wait_abort_ms=30_000)
+    report = await drive(
+        "openclaw-P2-r7.jsonl", config, wait_abort_ms=30_000, env=plugin_env(broker)
+    )
 
     abort = next(d for d in golden("openclaw-P2-r7.jsonl") if d.get("command") == "abort_run")
     assert abort["trigger_event_id"] == "P2-r7-16-result"
@@ -162,7 +200,8 @@ async def test_without_a_worker_every_call_fails_open_within_the_verdict_timeout
     broker: EmbeddedBroker, topics: TopicSet
 ) -> None:
     timeout_ms = 300
-    report = await drive("openclaw-P2-r7.jsonl", plugin_config(broker, topics, timeout_ms))
+    config = plugin_config(broker, topics, timeout_ms)
+    report = await drive("openclaw-P2-r7.jsonl", config, env=plugin_env(broker))
 
     calls = report["calls"]
     assert len(calls) == 19

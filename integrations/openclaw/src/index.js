@@ -2,6 +2,7 @@
 // returns, written out so the plugin needs nothing from the openclaw package at run time.
 import { CONFIG_SCHEMA, PLUGIN_ID, resolveConfig, safeParseConfig } from "./config.js";
 import { LoopGuardPlugin } from "./plugin.js";
+import { connectionOptions, describeSecurity } from "./security.js";
 import { KafkaTransport } from "./transport.js";
 
 // Survives OpenClaw's hybrid reload (a config edit re-runs register in the same process), so
@@ -12,6 +13,7 @@ globalThis[RUNS_KEY] ??= new Map();
 /** Wire a LoopGuardPlugin into an OpenClaw plugin api: one api.on per hook. */
 export function registerLoopGuard(api, { createTransport, runs = globalThis[RUNS_KEY], clock } = {}) {
   const config = resolveConfig(api.pluginConfig ?? {});
+  const connection = connectionOptions(config.security); // at registration: errors show at once
   const logger = api.logger ?? console;
   const plugin = new LoopGuardPlugin({
     config,
@@ -20,7 +22,7 @@ export function registerLoopGuard(api, { createTransport, runs = globalThis[RUNS
     ...(clock !== undefined ? { clock } : {}),
     createTransport: createTransport ?? ((onControl) => new KafkaTransport({
       brokers: config.brokers, topics: config.topics, clientId: config.clientId,
-      bufferMaxEvents: config.bufferMaxEvents, logger, onControl,
+      bufferMaxEvents: config.bufferMaxEvents, logger, onControl, connection,
     })),
   });
   // Each handler is total: an exception in before_tool_call would make OpenClaw fail closed.
@@ -38,7 +40,7 @@ export function registerLoopGuard(api, { createTransport, runs = globalThis[RUNS
   api.on("agent_end", guarded("agent_end", (e, c) => plugin.agentEnd(e, c)));
   api.on("session_end", guarded("session_end", (e, c) => plugin.sessionEnd(e, c)));
   api.on("gateway_stop", guarded("gateway_stop", () => plugin.stop()));
-  logger.info?.(`loopguard: ${config.mode} mode, brokers ${config.brokers.join(",")}${config.privacy ? ", privacy on" : ""}`);
+  logger.info?.(`loopguard: ${config.mode} mode, brokers ${config.brokers.join(",")} (${describeSecurity(config.security)})${config.privacy ? ", privacy on" : ""}`);
   return plugin;
 }
 

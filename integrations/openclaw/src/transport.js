@@ -16,8 +16,9 @@ const sleep = (ms, signal) => new Promise((resolve) => {
 
 export class KafkaTransport {
   /** `onControl(message)` receives every decoded control-topic message. */
-  constructor({ brokers, topics, clientId, bufferMaxEvents, logger, onControl, kafka = {} }) {
+  constructor({ brokers, topics, clientId, bufferMaxEvents, logger, onControl, connection = {}, kafka = {} }) {
     this.brokers = brokers;
+    this.connection = connection; // tls / sasl (src/security.js)
     this.topics = topics;
     this.clientId = clientId;
     this.bufferMaxEvents = bufferMaxEvents;
@@ -40,7 +41,7 @@ export class KafkaTransport {
 
   /** Start the sender and the control reader in the background; returns at once. */
   start() {
-    const common = { clientId: this.clientId, bootstrapBrokers: this.brokers, autocreateTopics: false, retries: 0, timeout: 5000 };
+    const common = { clientId: this.clientId, bootstrapBrokers: this.brokers, autocreateTopics: false, retries: 0, timeout: 5000, ...this.connection };
     this.producer = new this.kafka.Producer({ ...common, acks: -1, partitioner: compatibilityPartitioner });
     this.consumer = new this.kafka.Consumer({ ...common, groupId: `${this.clientId}-unused` });
     this.loops = [this.#sendLoop(), this.#readLoop()];

@@ -7,6 +7,7 @@ cache.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,14 +70,22 @@ class FakeTable(dict[bytes, bytes]):
 
 
 class FakeBuffer:
-    """Faust's producer buffer: messages queued by table writes, drained by flush()."""
+    """Faust's producer buffer: messages queued by table writes; its sender hands them on in
+    queue order, so the drain's mark (`pending.put_nowait`) comes after every one of them."""
 
     size = 0
     drains = 0
 
-    async def flush(self) -> None:
+    def __init__(self) -> None:
+        self.pending = self
+        self.sending: set[asyncio.Future[None]] = set()
+
+    def put_nowait(self, mark: Any) -> None:
         self.drains += 1
         self.size = 0
+        sent = asyncio.ensure_future(mark.message.channel.publish_message(mark))
+        self.sending.add(sent)
+        sent.add_done_callback(self.sending.discard)
 
 
 class FakeProducer:

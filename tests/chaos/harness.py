@@ -31,7 +31,7 @@ from aiokafka.errors import KafkaError
 from loopguard.streams.kafka.admin import create_topics
 from loopguard.streams.kafka.topic_reader import TopicRecord, read_topic_records
 from tests.chaos.fleet import WireEvent, is_tool_event
-from tests.integration.conftest import SessionBroker, worker_settings
+from tests.integration.conftest import SessionBroker, grant_workers, worker_settings
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
 PARTITIONS = 4
@@ -94,6 +94,14 @@ class Cluster:
         names = [self.tool_calls, self.compactions, self.control, self.dead_letter]
         configs = {name: self.input_topic_configs for name in self.inputs}
         await create_topics(self.bootstrap, names, PARTITIONS, configs=configs)
+        await grant_workers(  # kafka-secure: this scenario's ACLs (docs/security.md)
+            self.broker,
+            tool_calls=self.tool_calls,
+            compactions=self.compactions,
+            control=self.control,
+            dead_letter=self.dead_letter,
+            app_id=self.app_id,
+        )
 
     def topic_of(self, event: WireEvent) -> str:
         """The input topic an event goes to."""

@@ -248,26 +248,50 @@ def pytest_report_header() -> str:
     return f"LOOPGUARD_TEST_BROKER: {broker_kind()}"
 
 
-def grant_topic_set(broker: KafkaBroker, ts: TopicSet) -> Any:
-    """Coroutine: the least-privilege ACLs (docs/security.md) for one test's topics and group."""
+async def grant_workers(
+    broker: SessionBroker,
+    *,
+    tool_calls: str,
+    compactions: str,
+    control: str,
+    dead_letter: str,
+    app_id: str,
+) -> None:
+    """On kafka-secure, the least-privilege ACLs (docs/security.md) for one deployment's
+    topics and group; elsewhere nothing (no authorizer)."""
+    if not (isinstance(broker, KafkaBroker) and broker.is_secure):
+        return
     acls = loopguard_acls(
+        tool_calls=tool_calls,
+        compactions=compactions,
+        control=control,
+        dead_letter=dead_letter,
+        app_id=app_id,
+        changelog=f"{app_id}-loopguard-runs-changelog",  # streams/worker/app.py
+    )
+    await create_acls(broker.bootstrap, broker.credentials(ADMIN), acls)
+
+
+async def grant_topic_set(broker: SessionBroker, ts: TopicSet) -> None:
+    """`grant_workers` for one test's topic set (its group id is the worker's app id)."""
+    await grant_workers(
+        broker,
         tool_calls=ts.tool_calls,
         compactions=ts.compactions,
         control=ts.control,
         dead_letter=ts.dead_letter,
         app_id=ts.group_id,
-        changelog=f"{ts.group_id}-loopguard-runs-changelog",  # streams/worker/app.py
     )
-    return create_acls(broker.bootstrap, broker.credentials(ADMIN), acls)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _operator_clients(request: pytest.FixtureRequest) -> Iterator[None]:
-    """On kafka-secure, aiokafka clients built without security options log in as the operator.
+    """On kafka-secure, the tests' own clients of the session broker log in as the operator.
 
-    The tests' own producers, readers and admin calls (here and in the test modules) play the
-    operator; clients that pass `security_protocol` (the worker, a RuntimeClient given
-    credentials, every LoopGuard client with security) are left as they are.
+    The tests' producers, readers and admin calls (here and in the test modules) and the
+    `loopguard` commands they run play the operator; clients that pass `security_protocol`
+    (the worker, a RuntimeClient given credentials, every LoopGuard client with security)
+    are left as they are.
     """
     if broker_kind() != "kafka-secure":
         yield
@@ -285,16 +309,28 @@ def _operator_clients(request: pytest.FixtureRequest) -> Iterator[None]:
         aiokafka.admin.AIOKafkaAdminClient,
         aiokafka.client.AIOKafkaClient,
     ):
-        patch.setattr(cls, "__init__", _with_default_security(cls.__init__, operator))
+        init = _with_default_security(cls.__init__, session_broker.bootstrap, operator)
+        patch.setattr(cls, "__init__", init)
+    # `loopguard` commands the tests run (replay --topic) read it from the environment too;
+    # workers get only their own LOOPGUARD_* (tests/worker_process.py drops the rest).
+    for name, value in security_settings(session_broker.credentials(ADMIN)).items():
+        patch.setenv(f"LOOPGUARD_{name.upper()}", str(value))
     try:
         yield
     finally:
         patch.undo()
 
 
-def _with_default_security(init: Callable[..., None], defaults: dict[str, Any]) -> Any:
+def _with_default_security(
+    init: Callable[..., None], bootstrap: str, defaults: dict[str, Any]
+) -> Any:
+    """`init`, adding `defaults` for clients of `bootstrap` that name no security protocol
+    (tests that start plaintext brokers of their own keep theirs)."""
+
     def patched(self: Any, *args: Any, **kwargs: Any) -> None:
-        if "security_protocol" not in kwargs:
+        servers = kwargs.get("bootstrap_servers")
+        named = [servers] if isinstance(servers, str) else list(servers or [])
+        if "security_protocol" not in kwargs and bootstrap in named:
             kwargs = {**defaults, **kwargs}
         init(self, *args, **kwargs)
 
@@ -323,8 +359,7 @@ async def topics(broker: SessionBroker) -> TopicSet:
         group_id=f"g{tag}",
     )
     await create_topics(broker.bootstrap, ts.names, PARTITIONS, security=operator_security(broker))
-    if isinstance(broker, KafkaBroker) and is_secure(broker):
-        await grant_topic_set(broker, ts)
+    await grant_topic_set(broker, ts)
     return ts
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka.errors import IllegalStateError
 from faust.transport.consumer import Consumer as FaustConsumer
 from faust.types import TP
 from mode.services import WaitResults
@@ -263,3 +264,28 @@ async def test_cancelling_a_blocked_callback_cancels_it_inside() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert seen == ["cancelled"]
+
+
+async def test_a_seek_that_a_rebalance_overtakes_does_not_stop_the_loop(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig.fetches = [records(b"b1", range(10)), records(b"b2", range(10))]
+    inner = rig.consumer._wait_next_records
+    fetches = 0
+
+    async def wait_next_records(timeout: float) -> Any:  # noqa: ASYNC109  # Faust's signature
+        nonlocal fetches
+        fetches += 1
+        result = await inner(timeout)
+        if fetches == 1:
+            rig.consumer.stop_flow()  # a rebalance begins while the fetch is in flight ...
+            rig.consumer.resume_flow()
+        return result
+
+    async def seek_without_assignment() -> dict[TP, int]:
+        raise IllegalStateError("No current assignment for partition")  # ... and takes it
+
+    monkeypatch.setattr(rig.consumer, "_wait_next_records", wait_next_records)
+    monkeypatch.setattr(rig.consumer, "seek_to_committed", seek_without_assignment)
+    await rig.run()
+    assert rig.received == [(b"b2", o) for o in range(10)]

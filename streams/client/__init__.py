@@ -5,6 +5,7 @@ the whole public surface (tests/unit/test_client_surface.py).
 """
 
 from loopguard.streams.client.run_events import MISSING, Missing, RunEvents
+from loopguard.streams.kafka.security import ClientSecurity  # TLS/SASL (docs/security.md)
 from loopguard.streams.client.runtime import (
     ClientError,
     RunHandle,
@@ -16,6 +17,7 @@ from loopguard.streams.client.runtime import (
 __all__ = [
     "MISSING",
     "ClientError",
+    "ClientSecurity",
     "Missing",
     "RunEvents",
     "RunHandle",

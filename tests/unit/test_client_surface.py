@@ -7,6 +7,7 @@ from loopguard.streams import client
 DOCUMENTED = {
     "MISSING",
     "ClientError",
+    "ClientSecurity",
     "Missing",
     "RunEvents",
     "RunHandle",

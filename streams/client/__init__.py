@@ -5,7 +5,6 @@ the whole public surface (tests/unit/test_client_surface.py).
 """
 
 from loopguard.streams.client.run_events import MISSING, Missing, RunEvents
-from loopguard.streams.kafka.security import ClientSecurity  # TLS/SASL (docs/security.md)
 from loopguard.streams.client.runtime import (
     ClientError,
     RunHandle,
@@ -13,6 +12,7 @@ from loopguard.streams.client.runtime import (
     Topics,
     VerdictReply,
 )
+from loopguard.streams.kafka.security import ClientSecurity  # TLS/SASL (docs/security.md)
 
 __all__ = [
     "MISSING",

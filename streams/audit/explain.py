@@ -27,8 +27,7 @@ from loopguard.detectors import (
 from loopguard.detectors.history import repeat_counts
 from loopguard.detectors.rules import known_poll, ping_pong, unknown_tool
 from loopguard.streams.audit.replay import Replayer
-from loopguard.streams.wire.codec import Rejected as CodecRejected
-from loopguard.streams.wire.codec import decode_object
+from loopguard.streams.wire.codec import InputRejected, decode_object
 
 __all__ = ["Row", "Timeline", "explain_run", "render_json", "render_table"]
 
@@ -95,7 +94,7 @@ def explain_run(
     for pos, raw in items:
         try:
             obj = decode_object(raw, replayer.max_line_bytes)
-        except CodecRejected:
+        except InputRejected:
             continue
         replayer.observe_time(obj)  # other runs' times count, as in a replay
         if obj.get("run_id") != run_id:

@@ -28,8 +28,7 @@ from loopguard.config import Policy
 from loopguard.detectors import Decision
 from loopguard.streams.audit.inputs import FileInput, InputError
 from loopguard.streams.audit.replay import Rejected, Replayer, ReplayStats, event_time_ms
-from loopguard.streams.wire.codec import Rejected as CodecRejected
-from loopguard.streams.wire.codec import decode_object
+from loopguard.streams.wire.codec import InputRejected, decode_object
 
 __all__ = ["LineOutput", "ReplaySpec", "render_table", "replay_local", "replay_sharded"]
 
@@ -107,7 +106,7 @@ def _shard_of(raw: bytes, jobs: int, max_bytes: int) -> tuple[int, int | None]:
     """(shard, the line's ts) of a line: by its run id; undecodable lines go to shard 0."""
     try:
         obj = decode_object(raw, max_bytes)
-    except CodecRejected:
+    except InputRejected:
         return 0, None
     run_id = obj.get("run_id")
     ts = event_time_ms(obj.get("ts"))

@@ -31,7 +31,7 @@ from loopguard.detectors import (
 )
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.processing.partition import LiveRun, PartitionRuns
-from loopguard.streams.wire.codec import Rejected, decode_object, encode, run_key
+from loopguard.streams.wire.codec import InputRejected, decode_object, encode, run_key
 from loopguard.streams.wire.deadletter import Origin, dead_letter
 
 __all__ = ["DriverLimits", "Message", "Outputs", "RunDriver", "StateStore", "event_time_ms"]
@@ -183,7 +183,7 @@ class RunDriver:
             runs.advance(_ms(msg.timestamp))
         try:
             return self._parse(msg, runs)
-        except Rejected as exc:
+        except InputRejected as exc:
             self._reject(msg, exc.reason, exc.detail, exc.run_id)
             return None
 
@@ -267,11 +267,11 @@ class RunDriver:
         except InvalidEvent as exc:
             run_id = obj.get("run_id")
             run_id = run_id if isinstance(run_id, str) else None
-            raise Rejected(exc.reason, exc.detail, run_id) from None
+            raise InputRejected(exc.reason, exc.detail, run_id) from None
         if self._offline:
             return ev
         if msg.key is None or msg.key != run_key(ev.run_id):
-            raise Rejected(
+            raise InputRejected(
                 "key_mismatch",
                 f"the Kafka key must be the run_id {ev.run_id!r}, got {msg.key!r}"[:300],
                 ev.run_id,

@@ -13,10 +13,10 @@ from typing import Any
 from loopguard.detectors.jsjson import NotJSON, dumps, loads
 from loopguard.streams.errors import StreamError
 
-__all__ = ["Rejected", "decode_object", "encode", "run_key"]
+__all__ = ["InputRejected", "decode_object", "encode", "run_key"]
 
 
-class Rejected(StreamError):
+class InputRejected(StreamError):
     """A message the worker refuses; `reason` is a short, stable, label-safe code."""
 
     def __init__(self, reason: str, detail: str, run_id: str | None = None) -> None:
@@ -27,17 +27,17 @@ class Rejected(StreamError):
 
 
 def decode_object(raw: bytes | None, max_bytes: int) -> dict[str, Any]:
-    """Decode one message value into a JSON object or raise `Rejected`."""
+    """Decode one message value into a JSON object or raise `InputRejected`."""
     if not raw:
-        raise Rejected("empty", "message has no value")
+        raise InputRejected("empty", "message has no value")
     if len(raw) > max_bytes:
-        raise Rejected("too_large", f"{len(raw)} bytes exceeds the limit of {max_bytes}")
+        raise InputRejected("too_large", f"{len(raw)} bytes exceeds the limit of {max_bytes}")
     try:
         obj = loads(raw)
     except NotJSON as exc:
-        raise Rejected("not_json", str(exc)) from None
+        raise InputRejected("not_json", str(exc)) from None
     if not isinstance(obj, dict):
-        raise Rejected("not_object", f"expected a JSON object, got {type(obj).__name__}")
+        raise InputRejected("not_object", f"expected a JSON object, got {type(obj).__name__}")
     return obj
 
 

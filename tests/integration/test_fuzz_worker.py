@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from loopguard.config import load_policy
 from loopguard.detectors import InvalidEvent, parse_event
-from loopguard.streams.wire.codec import Rejected, decode_object, run_key
+from loopguard.streams.wire.codec import InputRejected, decode_object, run_key
 from tests.chaos.fleet import Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster
 from tests.chaos.invariants import decision_id
@@ -142,7 +142,7 @@ def expected_fate(key: bytes | None, value: bytes) -> str | None:
     try:
         obj = decode_object(value, MAX_BYTES)
         ev = parse_event(obj)
-    except Rejected as exc:
+    except InputRejected as exc:
         return exc.reason
     except InvalidEvent as exc:
         return exc.reason

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from loopguard.streams.wire.codec import Rejected, decode_object, encode
+from loopguard.streams.wire.codec import InputRejected, decode_object, encode
 
 
 @pytest.mark.parametrize(
@@ -22,7 +22,7 @@ from loopguard.streams.wire.codec import Rejected, decode_object, encode
     ],
 )
 def test_bad_values_are_rejected_with_a_reason(raw: bytes | None, reason: str) -> None:
-    with pytest.raises(Rejected) as info:
+    with pytest.raises(InputRejected) as info:
         decode_object(raw, max_bytes=64)
     assert info.value.reason == reason
 

@@ -13,7 +13,7 @@ import pytest
 
 from loopguard.detectors import RunState, Thresholds, canonical_json, parse_event, process_event
 from loopguard.detectors.jsjson import NotJSON, dumps, loads
-from loopguard.streams.wire.codec import Rejected, decode_object, encode
+from loopguard.streams.wire.codec import InputRejected, decode_object, encode
 
 VECTORS: list[dict[str, Any]] = json.loads(
     (Path(__file__).parents[1] / "data" / "canonical_vectors.json").read_text(encoding="utf-8")
@@ -112,7 +112,7 @@ def test_what_json_parse_reads_is_read(raw: bytes, expected: dict[str, Any]) -> 
     ],
 )
 def test_what_json_parse_refuses_is_dead_lettered_as_not_json(raw: bytes) -> None:
-    with pytest.raises(Rejected) as err:
+    with pytest.raises(InputRejected) as err:
         decode_object(raw, LIMIT)
     assert err.value.reason == "not_json"
 

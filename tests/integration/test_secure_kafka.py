@@ -163,6 +163,7 @@ async def _can_read(broker: KafkaBroker, user: str, topic: str) -> bool:
         group_id=None,
         enable_auto_commit=False,
         fetch_max_wait_ms=100,
+        request_timeout_ms=5000,  # a refused offset lookup is retried until this timeout
         **broker.credentials(user).aiokafka_kwargs(),
     )
     await consumer.start()

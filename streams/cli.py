@@ -11,7 +11,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import IO, NoReturn
+from typing import IO, TYPE_CHECKING, NoReturn
 
 import orjson
 
@@ -26,6 +26,9 @@ from loopguard.streams.cli_errors import (
     CliError,
     describe,
 )
+
+if TYPE_CHECKING:
+    from loopguard.streams.kafka.security import ClientSecurity
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a filter cut off by `| head`
 DEFAULT_IDLE_TTL_S = 1800.0  # the worker's LOOPGUARD_RUN_IDLE_TTL_SECONDS default
@@ -45,15 +48,26 @@ def _bound(text: str | None, flag: str) -> Bound | None:
         raise CliError(f"{flag}: {e}", EXIT_USAGE) from None
 
 
+def _kafka_security() -> ClientSecurity:
+    """TLS/SASL for --topic from LOOPGUARD_SECURITY_*, _SASL_*, _SSL_* (docs/security.md)."""
+    from pydantic import ValidationError
+
+    from loopguard.streams.kafka.security import ClientSecurity
+
+    try:
+        return ClientSecurity.from_env()
+    except ValidationError as exc:  # its messages never carry a secret (config/settings.py)
+        problems = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        raise CliError(f"invalid Kafka security settings: {problems}", EXIT_USAGE) from None
+
+
 def _source(args: argparse.Namespace) -> FileInput | TopicInput:
     """The input named on the command line: a file, `-` (stdin) or `--topic`."""
     if args.topic:
         if args.input is not None:
             raise CliError("give either an input file or --topic, not both", EXIT_USAGE)
         start, end = _bound(args.from_, "--from"), _bound(args.to, "--to")
-        from loopguard.streams.kafka.security import ClientSecurity  # LOOPGUARD_SECURITY_* etc.
-
-        return TopicInput(args.broker, args.topic, start, end, ClientSecurity.from_env())
+        return TopicInput(args.broker, args.topic, start, end, _kafka_security())
     if args.input is None:
         raise CliError("no input: give a file, - for stdin, or --topic", EXIT_USAGE)
     if args.from_ is not None or args.to is not None:

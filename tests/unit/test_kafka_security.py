@@ -215,3 +215,18 @@ def test_a_refusal_is_one_line_with_exit_77() -> None:
         "PLAIN as 'agent-runtime', system CAs (missing ACL; see docs/security.md)"
     )
     assert authorization_refusal(0, "x", sec) is None
+
+
+def test_replay_reports_invalid_security_settings_in_one_line_without_the_password() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
+    env |= {"LOOPGUARD_SECURITY_PROTOCOL": "SASL_SSL", "LOOPGUARD_SASL_PASSWORD": PASSWORD}
+    proc = subprocess.run(
+        [sys.executable, "-m", "loopguard.streams.cli", "replay", "--topic", "t",
+         "--broker", "127.0.0.1:1"],
+        capture_output=True, text=True, timeout=60, cwd=REPO, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "loopguard replay: invalid Kafka security settings: security_protocol=SASL_SSL needs "
+        "LOOPGUARD_SASL_MECHANISM, LOOPGUARD_SASL_USERNAME\n"
+    )

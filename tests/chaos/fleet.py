@@ -190,10 +190,14 @@ class Oracle:
 
     def feed(self, events: Iterable[WireEvent]) -> list[Decision]:
         """Replay events (in order) and remember their decisions by id."""
+        return self.feed_raw(orjson.dumps(ev) for ev in events)  # the bytes the harness sends
+
+    def feed_raw(self, values: Iterable[bytes]) -> list[Decision]:
+        """Replay message values exactly as produced (any nesting depth), in order."""
         out: list[Decision] = []
-        for ev in events:
-            got = self.replayer.feed_line(0, orjson.dumps(ev))  # the bytes the harness sends
-            assert not isinstance(got, Rejected), f"the oracle refused {ev}: {got}"
+        for value in values:
+            got = self.replayer.feed_line(0, value)
+            assert not isinstance(got, Rejected), f"the oracle refused {value[:200]!r}: {got}"
             for d in got:
                 wire = d.to_wire()
                 if d.id in self.decisions:

@@ -7,9 +7,9 @@
     the broker is back and takes over from the committed offsets and the changelog.
 
 (2) also runs with exactly-once (Faust's transactions) when LOOPGUARD_TEST_GUARANTEES says so:
-the control topic read by a `read_committed` consumer then has no duplicate, but a run's last
-state write was sometimes missing (docs/reliability.md, known problem), so CI runs
-at-least-once only and exactly-once is not the default.
+the control topic read by a `read_committed` consumer then has no duplicate and every state
+matches (the checkpoint waits for the producer buffer's last record: docs/reliability.md).
+CI runs at-least-once only, for time (about 3 min more); at-least-once is the default.
 These need Kafka whatever LOOPGUARD_TEST_BROKER says (Tansu loses its data on restart:
 tests/chaos/test_broker_restart.py), so each test starts a Kafka broker of its own.
 """
@@ -33,8 +33,7 @@ from tests.worker_process import WorkerProcess
 
 RUNS = 150
 DOWN_S = 2.0  # how long the broker stays dead before it is started again
-# Exactly-once is not run here: in 2 of 5 runs of these scenarios it left one run's last state
-# write out of the changelog (docs/reliability.md, known problem). Run it by hand with
+# Exactly-once is not run in CI, for time (docs/reliability.md has its runs). Run it with
 # LOOPGUARD_TEST_GUARANTEES=at_least_once,exactly_once.
 GUARANTEES = os.environ.get("LOOPGUARD_TEST_GUARANTEES", "at_least_once").split(",")
 

@@ -1,31 +1,48 @@
-"""The broker a benchmark runs on (`--broker tansu|kafka`), and what a worker needs on it."""
+"""The broker a benchmark runs on (`--broker tansu|kafka|kafka-secure`), and how to reach it.
+
+`kafka-secure` is the same Apache Kafka with SASL_SSL (SCRAM) and the standard authorizer
+(streams/embedded/kafka_security.py): the bench's own clients and the worker log in as the
+operator (the super user), so the figures show what TLS and SASL cost, not an ACL recipe.
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from loopguard.streams.embedded import KafkaBroker
 from loopguard.streams.embedded.tansu import EmbeddedBroker
+from loopguard.streams.kafka.security import ClientSecurity
 
-BROKERS = ("tansu", "kafka")
+BROKERS = ("tansu", "kafka", "kafka-secure")
 Broker = EmbeddedBroker | KafkaBroker
 
 
 def add_broker_argument(ap: argparse.ArgumentParser) -> None:
-    """`--broker tansu|kafka` (default tansu, the embedded one)."""
+    """`--broker tansu|kafka|kafka-secure` (default tansu, the embedded one)."""
     ap.add_argument(
         "--broker", choices=BROKERS, default="tansu",
-        help="embedded Tansu (default) or Apache Kafka (jars: make kafka)",
+        help="embedded Tansu (default), Apache Kafka, or Kafka over SASL_SSL (jars: make kafka)",
     )  # fmt: skip
 
 
 def bench_broker(kind: str, workdir: Path) -> Broker:
     """An unstarted broker of this kind, its files under `workdir` (a context manager)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    if kind == "kafka":
-        return KafkaBroker(data_dir=workdir / "kafka")
+    if kind in ("kafka", "kafka-secure"):
+        return KafkaBroker(data_dir=workdir / "kafka", secure=kind == "kafka-secure")
     return EmbeddedBroker(log_dir=workdir)
+
+
+def security(broker: Broker) -> ClientSecurity:
+    """How the bench's clients log in (plaintext unless the broker is secured)."""
+    return broker.credentials() if isinstance(broker, KafkaBroker) else ClientSecurity()
+
+
+def client_options(broker: Broker) -> dict[str, Any]:
+    """aiokafka keyword arguments for the bench's own producers and consumers."""
+    return security(broker).aiokafka_kwargs()
 
 
 def worker_env(broker: Broker) -> dict[str, str]:
@@ -36,4 +53,4 @@ def worker_env(broker: Broker) -> dict[str, str]:
     """
     if isinstance(broker, EmbeddedBroker):
         return {"LOOPGUARD_RECOVERY_CONSISTENCY_CHECK": "false"}
-    return {}
+    return security(broker).settings_env()

@@ -72,6 +72,7 @@ async def direct_worker(
     group: str,
     partitions: int,
     total: int,
+    options: dict[str, Any] | None = None,
 ) -> tuple[float, float]:
     """Process `total` events of `source` in a consumer group: (events/s, changelog B/event)."""
     th = load_policy(POLICY).with_channel_tools(["telegram"]).for_agent(None)
@@ -79,11 +80,12 @@ async def direct_worker(
         source, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
         auto_offset_reset="earliest", fetch_max_wait_ms=100,
         max_partition_fetch_bytes=4 * 1024 * 1024, fetch_max_bytes=16 * 1024 * 1024,
-        session_timeout_ms=6000, heartbeat_interval_ms=1000,
+        session_timeout_ms=6000, heartbeat_interval_ms=1000, **(options or {}),
     )  # fmt: skip
     producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_batch_size=512 * 1024
-    )
+        bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_batch_size=512 * 1024,
+        **(options or {}),
+    )  # fmt: skip
     await consumer.start()
     await producer.start()
     states: dict[bytes, RunState] = {}

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -35,10 +36,17 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.brokers import add_broker_argument, bench_broker, worker_env  # noqa: E402
+from bench.brokers import (  # noqa: E402
+    add_broker_argument,
+    bench_broker,
+    client_options,
+    security,
+    worker_env,
+)
 from loopguard.streams.embedded.child import free_port  # noqa: E402
 from loopguard.streams.embedded.processes import stop_process  # noqa: E402
 from loopguard.streams.kafka.admin import create_topics  # noqa: E402
+from loopguard.streams.kafka.security import ClientSecurity  # noqa: E402
 
 PARTITIONS = 4
 RUNS = 1000
@@ -49,8 +57,12 @@ POLICY = {"tools": {"loopDetection": {"enabled": True}}}
 class Probe:
     """Paced want_verdict producer plus the answer listener; latencies in ms per window."""
 
-    def __init__(self, bootstrap: str, source: str, answers: str, fetch_wait_ms: int) -> None:
+    def __init__(
+        self, bootstrap: str, source: str, answers: str, fetch_wait_ms: int,
+        options: dict[str, Any] | None = None,
+    ) -> None:  # fmt: skip
         self.bootstrap, self.source, self.answers = bootstrap, source, answers
+        self.options = options or {}
         self.fetch_wait_ms = fetch_wait_ms
         self.sent: dict[str, float] = {}
         self.latencies: list[float] = []
@@ -59,10 +71,12 @@ class Probe:
         self._drained = asyncio.Event()
 
     async def __aenter__(self) -> Probe:
-        self.producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks=1, linger_ms=0)
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, acks=1, linger_ms=0, **self.options
+        )
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-            fetch_max_wait_ms=self.fetch_wait_ms,
+            fetch_max_wait_ms=self.fetch_wait_ms, **self.options,
         )  # fmt: skip
         await self.producer.start()
         await self.consumer.start()
@@ -157,12 +171,13 @@ async def _ready(probe: Probe, proc: subprocess.Popen[bytes], log: Path) -> None
 async def measure_side(
     name: str, cmd: list[str], env: dict[str, str], bootstrap: str, source: str, answers: str,
     fetch_wait_ms: int, warmup: float, window: float, runs: int, workdir: Path,
+    options: dict[str, Any] | None = None,
 ) -> list[list[float]]:  # fmt: skip
     """Start one side, warm it up, measure `runs` windows; per-window latency lists."""
     log = workdir / f"{name}.log"
     proc = _start(cmd, env, log)
     try:
-        async with Probe(bootstrap, source, answers, fetch_wait_ms) as probe:
+        async with Probe(bootstrap, source, answers, fetch_wait_ms, options) as probe:
             await _ready(probe, proc, log)
             await probe.window(warmup)
             return [await probe.window(window) for _ in range(runs)]
@@ -228,7 +243,9 @@ async def _one_side(
         tag = f"l{wait}"
         names = [f"{tag}.{n}" for n in ("tool-calls", "compactions", "control", "dead")]
         relay_in, relay_out = f"{tag}.relay-in", f"{tag}.relay-out"
-        await create_topics(broker.bootstrap, [*names, relay_in, relay_out], PARTITIONS)
+        await create_topics(
+            broker.bootstrap, [*names, relay_in, relay_out], PARTITIONS, security=security(broker)
+        )
         env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
         env.update(
             LOOPGUARD_BROKER=broker.url, LOOPGUARD_TOPIC_TOOL_CALLS=names[0],
@@ -247,7 +264,7 @@ async def _one_side(
             source, answers = relay_in, relay_out
         return await measure_side(
             f"{side}-{tag}", cmd, env, broker.bootstrap, source, answers, wait, warmup, window,
-            runs, workdir,
+            runs, workdir, client_options(broker),
         )  # fmt: skip
 
 
@@ -269,11 +286,12 @@ def _report(wait: int, w: list[list[float]], r: list[list[float]], broker: str) 
 
 async def echo_relay(bootstrap: str, source: str, sink: str, fetch_wait_ms: int) -> None:
     """The baseline child: consume every partition of `source`, produce each value to `sink`."""
+    options = ClientSecurity.from_env().aiokafka_kwargs()  # the worker's login (worker_env)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-        fetch_max_wait_ms=fetch_wait_ms,
+        fetch_max_wait_ms=fetch_wait_ms, **options,
     )  # fmt: skip
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0, **options)
     await consumer.start()
     await producer.start()
     stop = asyncio.Event()

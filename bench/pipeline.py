@@ -36,7 +36,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.brokers import Broker, add_broker_argument, bench_broker, worker_env  # noqa: E402
+from bench.brokers import (  # noqa: E402
+    Broker,
+    add_broker_argument,
+    bench_broker,
+    client_options,
+    security,
+    worker_env,
+)
 from bench.direct import direct_worker  # noqa: E402
 from bench.faust_floor import MODES as FLOOR_MODES  # noqa: E402
 from loopguard.streams.embedded.child import free_port  # noqa: E402
@@ -90,11 +97,13 @@ async def prefill(
     topic: str,
     records: list[tuple[bytes, bytes]],
     stamps_ms: list[int] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> None:
     """Write the workload into the input topic (record timestamps `stamps_ms`, else now)."""
     producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=256 * 1024, acks=1
-    )
+        bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=256 * 1024, acks=1,
+        **(options or {}),
+    )  # fmt: skip
     await producer.start()
     try:
         stamps: list[int | None] = list(stamps_ms) if stamps_ms else [None] * len(records)
@@ -107,13 +116,15 @@ async def prefill(
         await producer.stop()
 
 
-async def relay(bootstrap: str, source: str, sink: str, total: int) -> float:
+async def relay(
+    bootstrap: str, source: str, sink: str, total: int, options: dict[str, Any] | None = None
+) -> float:
     """Baseline: plain aiokafka consume -> json.loads -> produce; events/s first->last."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-        fetch_max_wait_ms=100, max_partition_fetch_bytes=4 * 1024 * 1024,
+        fetch_max_wait_ms=100, max_partition_fetch_bytes=4 * 1024 * 1024, **(options or {}),
     )  # fmt: skip
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks=1)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks=1, **(options or {}))
     await consumer.start()
     await producer.start()
     try:
@@ -154,9 +165,13 @@ def _events_done(web: str) -> float:
     return done
 
 
-async def changelog_stats(bootstrap: str, topic: str) -> tuple[int, int, int, int]:
+async def changelog_stats(
+    bootstrap: str, topic: str, options: dict[str, Any] | None = None
+) -> tuple[int, int, int, int]:
     """(records, bytes, first timestamp ms, last timestamp ms) of a changelog topic."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=50)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=50, **(options or {})
+    )
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
@@ -250,7 +265,7 @@ async def run_worker(
     # The worker checkpoints run states before each commit, and once more when it stops:
     # the changelog is complete only now.
     _records, size, _first, _last = await changelog_stats(
-        broker.bootstrap, f"{app_id}-loopguard-runs-changelog"
+        broker.bootstrap, f"{app_id}-loopguard-runs-changelog", client_options(broker)
     )
     return total / max(done_at - first, 1e-3), size / total
 
@@ -325,9 +340,12 @@ async def _bench(
     with bench_broker(args.broker, workdir) as broker:
         source = "bench.tool-calls"
         names = [source, f"{source}.compactions", f"{source}.control", f"{source}.dead-letter"]
-        await create_topics(broker.bootstrap, [*names, "bench.relay"], PARTITIONS)
-        await prefill(broker.bootstrap, source, records)
-        await create_topics(broker.bootstrap, ["direct.control", "direct.changelog"], PARTITIONS)
+        login, options = security(broker), client_options(broker)
+        await create_topics(broker.bootstrap, [*names, "bench.relay"], PARTITIONS, security=login)
+        await prefill(broker.bootstrap, source, records, options=options)
+        await create_topics(
+            broker.bootstrap, ["direct.control", "direct.changelog"], PARTITIONS, security=login
+        )
         worker_rates: list[float] = []
         relay_rates: list[float] = []
         bytes_per_event: list[float] = []
@@ -343,14 +361,14 @@ async def _bench(
             {mode: [] for mode in floors} if args.faust_loop else {}
         )
         for i in range(runs + 1):  # run 0 is the warm-up
-            rate = await relay(broker.bootstrap, source, "bench.relay", total)
+            rate = await relay(broker.bootstrap, source, "bench.relay", total, options)
             profile = None
             w_rate, per_event = await run_worker(
                 broker, source, str(i), total, workdir, profile, extra_env
             )
             d_rate, d_bytes = (0.0, 0.0) if args.no_direct else await direct_worker(
                 broker.bootstrap, source, "direct.control", "direct.changelog", f"direct{i}",
-                PARTITIONS, total,
+                PARTITIONS, total, options,
             )  # fmt: skip
             if args.faust_loop:
                 o_rate, _ = await run_worker(

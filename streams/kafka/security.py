@@ -90,6 +90,25 @@ class ClientSecurity:
         context.check_hostname = self.check_hostname
         return context
 
+    def settings_env(self) -> dict[str, str]:
+        """The `LOOPGUARD_*` environment that gives a worker or tool this security (secrets in)."""
+        if self.protocol == "PLAINTEXT":
+            return {}
+        env = {"LOOPGUARD_SECURITY_PROTOCOL": self.protocol}
+        if self.is_sasl:
+            env["LOOPGUARD_SASL_MECHANISM"] = self.mechanism or ""
+            env["LOOPGUARD_SASL_USERNAME"] = self.username or ""
+            env["LOOPGUARD_SASL_PASSWORD"] = (
+                self.password.get_secret_value() if self.password else ""
+            )
+        files = {"CA": self.ca_file, "CERT": self.cert_file, "KEY": self.key_file}
+        env |= {f"LOOPGUARD_SSL_{name}_FILE": str(path) for name, path in files.items() if path}
+        if self.key_password is not None:
+            env["LOOPGUARD_SSL_KEY_PASSWORD"] = self.key_password.get_secret_value()
+        if not self.check_hostname:
+            env["LOOPGUARD_SSL_CHECK_HOSTNAME"] = "false"
+        return env
+
     def aiokafka_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for any aiokafka client (producer, consumer, admin)."""
         if self.protocol == "PLAINTEXT":

@@ -80,16 +80,8 @@ def operator_security(broker: SessionBroker) -> ClientSecurity:
 
 def security_settings(security: ClientSecurity) -> dict[str, object]:
     """LOOPGUARD_* settings (lower case, no prefix) of a client security; {} for plaintext."""
-    if security.protocol == "PLAINTEXT":
-        return {}
-    out: dict[str, object] = {"security_protocol": security.protocol}
-    if security.is_sasl:
-        password = security.password.get_secret_value() if security.password else ""
-        out |= {"sasl_mechanism": security.mechanism, "sasl_username": security.username}
-        out["sasl_password"] = password
-    if security.ca_file is not None:
-        out["ssl_ca_file"] = security.ca_file
-    return out
+    env = security.settings_env()
+    return {name.removeprefix("LOOPGUARD_").lower(): value for name, value in env.items()}
 
 
 def lose_data(broker: SessionBroker) -> None:

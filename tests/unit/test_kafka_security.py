@@ -230,3 +230,24 @@ def test_replay_reports_invalid_security_settings_in_one_line_without_the_passwo
         "loopguard replay: invalid Kafka security settings: security_protocol=SASL_SSL needs "
         "LOOPGUARD_SASL_MECHANISM, LOOPGUARD_SASL_USERNAME\n"
     )
+
+
+@pytest.mark.parametrize("check_hostname", [True, False])
+def test_settings_env_gives_a_worker_the_same_security(
+    monkeypatch: pytest.MonkeyPatch, ca_file: Path, check_hostname: bool
+) -> None:
+    security = ClientSecurity(
+        protocol="SASL_SSL",
+        mechanism="SCRAM-SHA-512",
+        username="loopguard-worker",
+        password=SecretStr(PASSWORD),
+        ca_file=ca_file,
+        check_hostname=check_hostname,
+    )
+    for name, value in security.settings_env().items():
+        monkeypatch.setenv(name, value)
+    assert ClientSecurity.from_env() == security
+
+
+def test_plaintext_needs_no_environment() -> None:
+    assert ClientSecurity().settings_env() == {}

@@ -94,7 +94,7 @@ class ClientSecurity:
         """The `LOOPGUARD_*` environment that gives a worker or tool this security (secrets in)."""
         if self.protocol == "PLAINTEXT":
             return {}
-        env = {"LOOPGUARD_SECURITY_PROTOCOL": self.protocol}
+        env: dict[str, str] = {"LOOPGUARD_SECURITY_PROTOCOL": self.protocol}
         if self.is_sasl:
             env["LOOPGUARD_SASL_MECHANISM"] = self.mechanism or ""
             env["LOOPGUARD_SASL_USERNAME"] = self.username or ""

@@ -127,6 +127,18 @@ class TopicSet:
         """The four topic names."""
         return [self.tool_calls, self.compactions, self.control, self.dead_letter]
 
+    @classmethod
+    def fresh(cls, prefix: str) -> TopicSet:
+        """Four new topic names and a new group id, all starting with `prefix`."""
+        tag = f"{prefix}{uuid.uuid4().hex[:10]}"
+        return cls(
+            tool_calls=f"{tag}.tool-calls",
+            compactions=f"{tag}.compactions",
+            control=f"{tag}.control",
+            dead_letter=f"{tag}.dead-letter",
+            group_id=f"{prefix}g{tag}",
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Message:
@@ -342,14 +354,7 @@ def broker() -> Iterator[SessionBroker]:
 @pytest.fixture
 async def topics(broker: SessionBroker) -> TopicSet:
     """Fresh topics (created explicitly, 4 partitions) and a fresh group id for one test."""
-    tag = uuid.uuid4().hex[:10]
-    ts = TopicSet(
-        tool_calls=f"t{tag}.tool-calls",
-        compactions=f"t{tag}.compactions",
-        control=f"t{tag}.control",
-        dead_letter=f"t{tag}.dead-letter",
-        group_id=f"g{tag}",
-    )
+    ts = TopicSet.fresh("t")
     await create_topics(broker.bootstrap, ts.names, PARTITIONS, security=operator_security(broker))
     await grant_topic_set(broker, ts)
     return ts

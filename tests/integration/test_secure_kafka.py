@@ -12,7 +12,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,14 +52,7 @@ def secure_broker(request: pytest.FixtureRequest) -> Iterator[KafkaBroker]:
 @pytest.fixture
 async def secure_topics(secure_broker: KafkaBroker) -> TopicSet:
     """This test's topics, created by the operator, with the least-privilege ACLs granted."""
-    tag = uuid.uuid4().hex[:10]
-    ts = TopicSet(
-        tool_calls=f"s{tag}.tool-calls",
-        compactions=f"s{tag}.compactions",
-        control=f"s{tag}.control",
-        dead_letter=f"s{tag}.dead-letter",
-        group_id=f"sg{tag}",
-    )
+    ts = TopicSet.fresh("s")
     admin = secure_broker.credentials(ADMIN)
     await create_topics(secure_broker.bootstrap, ts.names, PARTITIONS, security=admin)
     await grant_topic_set(secure_broker, ts)

@@ -254,11 +254,10 @@ def _on_result(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
 def _end(state: RunState, seq: int) -> None:
     """run_end at its place: a tombstone whose watermarks make every older event a duplicate;
     life events held for after it (a new run under the same id) stay held."""
-    held, life_seq, stamp = state.held, state.life_seq, state.stamp_ms
+    held, life_seq = state.held, state.life_seq
     fresh = RunState()
     for name in RunState.__slots__:
         setattr(state, name, getattr(fresh, name))
-    state.stamp_ms = stamp
     state.held = held
     state.ended_seq = state.tool_seq = state.life_done = seq
     state.life_seq = seq if life_seq is None else max(life_seq, seq)

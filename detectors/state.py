@@ -3,9 +3,12 @@
 The serialised form interns every tool name and hash in one table and writes 64-hex-digit
 digests as base64 of their raw bytes, so a 30-record looping run stays near 1 KB. The
 round-trip is exact: `RunState.from_json(s.to_json()) == s`, dict order included. Format 2
-added the records' result event ids and the held life events; format 1 still loads. A row's
-eighth cell holds the openclaw-2026.9 outcome facts, only when a record has some, so states
-of the configurable profile are written exactly as before.
+added the records' result event ids and the held life events; format 3 dropped the stream
+layer's event time (`stamp`), which now travels beside the state in the worker's table value
+(docs/wire-format.md, "Table values"); formats 1 and 2 still load, and `legacy_stamp_ms`
+reads their stamp for that envelope's migration. A row's eighth cell holds the openclaw-2026.9
+outcome facts, only when a record has some, so states of the configurable profile are written
+exactly as before.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from loopguard.detectors.errors import InvalidState
 from loopguard.detectors.jsjson import NotJSON, dumps, loads
 from loopguard.detectors.values import Record
 
-FORMAT_VERSION = 2
-_READABLE_VERSIONS = frozenset({1, 2})
+FORMAT_VERSION = 3
+_READABLE_VERSIONS = frozenset({1, 2, 3})
 _HEX_TAIL = re.compile(r"^(.*?)([0-9a-f]{64})$", re.DOTALL)
 
 GuardObservation = tuple[str, str, str]  # (tool, args_hash, result_hash)
@@ -43,7 +46,6 @@ SavedState = tuple[
     int | None,
     int | None,
     list[HeldEvent],
-    int | None,
 ]
 
 
@@ -62,7 +64,6 @@ class RunState:
     ended_seq: int | None = None  # set by run_end: the state is then a tombstone
     life_done: int | None = None  # seq of the last life event applied
     held: list[HeldEvent] = field(default_factory=list)  # life events ahead of the tool events
-    stamp_ms: int | None = None  # opaque to the engine: the stream layer's last event time
 
     def save(self) -> SavedState:
         """The state's values, out of reach of the engine's in-place update (`restore` puts
@@ -82,7 +83,6 @@ class RunState:
             self.ended_seq,
             self.life_done,
             self.held.copy(),
-            self.stamp_ms,
         )
 
     def restore(self, saved: SavedState) -> None:
@@ -99,7 +99,6 @@ class RunState:
             self.ended_seq,
             self.life_done,
             self.held,
-            self.stamp_ms,
         ) = saved
 
     @property
@@ -109,6 +108,10 @@ class RunState:
 
     def to_json(self) -> str:
         """Serialise to compact JSON (hashes interned and base64-packed)."""
+        return dumps(self.to_doc()).decode()
+
+    def to_doc(self) -> dict[str, Any]:
+        """The JSON document `to_json` writes, for embedding in a larger one."""
         table: dict[str, int] = {}
 
         def ref(s: str) -> int:
@@ -153,14 +156,14 @@ class RunState:
                 self.guard_seq,
                 [[ref(t), ref(a), ref(h)] for t, a, h in self.guard_obs],
             ]
-        marks = [self.tool_seq, self.life_seq, self.ended_seq, self.stamp_ms, self.life_done]
+        marks = [self.tool_seq, self.life_seq, self.ended_seq, self.life_done]
         if any(m is not None for m in marks):
             doc["s"] = marks
         if self.held:
             doc["q"] = [[seq, _LIFE_KINDS.index(kind)] for seq, kind in self.held]
         if table:
             doc["t"] = [_pack(s) for s in table]
-        return dumps(doc).decode()
+        return doc
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> RunState:
@@ -169,8 +172,13 @@ class RunState:
             doc = loads(raw)
         except NotJSON as e:
             raise InvalidState(f"corrupt RunState: {e}") from e
+        return cls.from_doc(doc)
+
+    @classmethod
+    def from_doc(cls, doc: object) -> RunState:
+        """Restore a state from the document `to_doc` wrote; raises InvalidState otherwise."""
         if not isinstance(doc, dict) or doc.get("v") not in _READABLE_VERSIONS:
-            raise InvalidState("not a RunState of format 1 or 2")
+            raise InvalidState("not a RunState of format 1, 2 or 3")
         extra = 1 if doc["v"] >= 2 else 0  # format 2 rows carry the event id at index 4
         try:
             table = [sys.intern(_unpack(s)) for s in doc.get("t", [])]  # shared by runs
@@ -190,9 +198,11 @@ class RunState:
                     )
                 )
             remaining, gseq, obs = doc.get("g", [0, None, []])
-            marks = doc.get("s", [None] * 5)
-            tool_seq, life_seq, ended_seq, stamp = marks[:4]
-            life_done = marks[4] if len(marks) > 4 else None
+            marks = doc.get("s", [None] * 4)
+            if doc["v"] < 3:  # formats 1-2 kept the stamp fourth (legacy_stamp_ms)
+                marks = marks[:3] + marks[4:5]
+            tool_seq, life_seq, ended_seq = marks[:3]
+            life_done = marks[3] if len(marks) > 3 else None
             return cls(
                 history=history,
                 buckets={k: b for k, b in doc.get("b", [])},
@@ -203,12 +213,21 @@ class RunState:
                 tool_seq=tool_seq,
                 life_seq=life_seq,
                 ended_seq=ended_seq,
-                stamp_ms=stamp,
                 life_done=life_done,
                 held=[(seq, _LIFE_KINDS[kind]) for seq, kind in doc.get("q", [])],
             )
         except (AttributeError, TypeError, ValueError, IndexError) as e:
             raise InvalidState(f"corrupt RunState: {e}") from e
+
+
+def legacy_stamp_ms(doc: object) -> int | None:
+    """The stream layer's event time a format-1 or -2 state document kept inside it (its
+    fourth mark); None for format 3, which no longer holds it."""
+    if not isinstance(doc, dict) or doc.get("v") not in (1, 2):
+        return None
+    marks = doc.get("s")
+    stamp = marks[3] if isinstance(marks, list) and len(marks) > 3 else None
+    return stamp if type(stamp) is int else None
 
 
 # The 2026.9 facts cell: [flags, failure identity ref or -1]; flags 1 no progress, 2 veto,

@@ -31,6 +31,7 @@ from loopguard.detectors import (
 )
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.processing.partition import LiveRun, PartitionRuns
+from loopguard.streams.processing.stored import decode_stored, encode_stored
 from loopguard.streams.wire.codec import InputRejected, decode_object, encode, run_key
 from loopguard.streams.wire.deadletter import Origin, dead_letter
 
@@ -201,7 +202,7 @@ class RunDriver:
         runs = self._partitions.get(partition) or self.partition(partition)
         now = runs.stream_ms
         run = runs.live.get(key)
-        if run is None or (now is not None and self._is_idle(run.state.stamp_ms, now)):
+        if run is None or (now is not None and self._is_idle(run.stamp_ms, now)):
             run = self._live(runs, partition, key, now)  # a miss, or idle past the TTL
         state = run.state
         saved = state.save()
@@ -220,7 +221,7 @@ class RunDriver:
             return applied
         if not run.is_dirty:
             runs.mark_dirty(key, run)
-        state.stamp_ms = now
+        run.stamp_ms = now
         return applied
 
     def publish(self, key: bytes, decisions: Iterable[Decision]) -> bool:
@@ -234,7 +235,7 @@ class RunDriver:
         """Write each changed run's state to the store, then evict the idle ones from memory."""
         for partition, runs in self._partitions.items():
             for key, run in runs.dirty.items():
-                self._store.put(partition, key, run.state.to_json().encode())
+                self._store.put(partition, key, encode_stored(run.state, run.stamp_ms))
                 run.is_dirty = False
             runs.dirty.clear()
             if runs.stream_ms is not None:
@@ -299,22 +300,22 @@ class RunDriver:
             return run  # no stream time (no record times, or replay without a TTL): never idle
         if run is None:
             runs.cold.pop(key, None)
-            run = runs.live[key] = LiveRun(self._load(partition, key, now))
-        elif self._is_idle(run.state.stamp_ms, now):
-            run.state = RunState()
+            run = runs.live[key] = self._load(partition, key, now)
+        elif self._is_idle(run.stamp_ms, now):
+            run.state, run.stamp_ms = RunState(), None
         return run
 
-    def _load(self, partition: int, key: bytes, now: int | None) -> RunState:
-        """A cache miss: the store's state (fresh when absent, unreadable or idle)."""
+    def _load(self, partition: int, key: bytes, now: int | None) -> LiveRun:
+        """A cache miss: the store's run (fresh when absent, unreadable or idle)."""
         raw = self._store.get(partition, key)
         if raw is None:
-            return RunState()
+            return LiveRun(RunState())
         try:
-            state = RunState.from_json(raw)
+            state, stamp_ms = decode_stored(raw)
         except InvalidState:
             log.exception("dropping unreadable state of run %r", key)
-            return RunState()
-        return RunState() if self._is_idle(state.stamp_ms, now) else state
+            return LiveRun(RunState())
+        return LiveRun(RunState()) if self._is_idle(stamp_ms, now) else LiveRun(state, stamp_ms)
 
     def thresholds(self, agent_id: str | None) -> Thresholds:
         """Thresholds of an agent (cached; the policy is immutable)."""
@@ -340,7 +341,7 @@ class RunDriver:
         if now is None or now < runs.next_sweep_ms:
             return
         runs.next_sweep_ms = now + self._limits.sweep_every_ms
-        expired = [k for k, run in runs.live.items() if self._is_idle(run.state.stamp_ms, now)]
+        expired = [k for k, run in runs.live.items() if self._is_idle(run.stamp_ms, now)]
         expired += [k for k, stamp_ms in runs.cold.items() if self._is_idle(stamp_ms, now)]
         runs.drop(expired)
         for key in expired:

@@ -12,9 +12,11 @@ __all__ = ["LiveRun", "PartitionRuns"]
 
 @dataclass(slots=True)
 class LiveRun:
-    """A cached run: its live state; `is_dirty` until the next checkpoint writes it."""
+    """A cached run: its live state, its last event's stream time (`stamp_ms`, None without
+    record times); `is_dirty` until the next checkpoint writes it."""
 
     state: RunState
+    stamp_ms: int | None = None
     is_dirty: bool = False
 
 
@@ -46,12 +48,10 @@ class PartitionRuns:
         idle = [
             key
             for key, run in self.live.items()
-            if not run.is_dirty
-            and run.state.stamp_ms is not None
-            and run.state.stamp_ms <= horizon_ms
+            if not run.is_dirty and run.stamp_ms is not None and run.stamp_ms <= horizon_ms
         ]
         for key in idle:
-            self.cold[key] = self.live.pop(key).state.stamp_ms
+            self.cold[key] = self.live.pop(key).stamp_ms
 
     def drop(self, keys: list[bytes]) -> None:
         """Forget these runs entirely (expired)."""

@@ -3,8 +3,9 @@
 (a) the control topic, deduplicated by decision id, equals the oracle's decisions exactly;
 (b) the number of duplicates before deduplication is reported (never asserted: at-least-once);
 (c) the group's committed offsets reach the end of every input partition (the drain barrier);
-(d) the run-state table (latest changelog value per key) equals the oracle's state per run,
-    `stamp_ms` aside (the stream layer's record time, which the engine never reads).
+(d) the run-state table (latest changelog value per key) holds the oracle's state per run,
+    byte for byte (the table value's envelope adds the stream time, which the oracle, reading
+    no record times, does not have: streams/processing/stored.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from loopguard.detectors import RunState
+from loopguard.streams.processing.stored import decode_stored
 from tests.chaos.fleet import Oracle
 from tests.chaos.harness import Cluster, Record
 
@@ -63,12 +64,6 @@ def latest_states(changelog: Sequence[Record]) -> dict[str, bytes | None]:
     return latest
 
 
-def _comparable(state: RunState) -> str:
-    copy = RunState.from_json(state.to_json())
-    copy.stamp_ms = None
-    return copy.to_json()
-
-
 async def check(
     scenario: str,
     cluster: Cluster,
@@ -111,8 +106,8 @@ async def check(
     mismatched: dict[str, tuple[str | None, str]] = {}
     for run_id, state in wanted.items():
         raw = latest.get(run_id)
-        have = _comparable(RunState.from_json(raw)) if raw is not None else None
-        want = _comparable(state)
+        have = decode_stored(raw).state.to_json() if raw is not None else None
+        want = state.to_json()
         if have != want:
             mismatched[run_id] = (have, want)
 

@@ -20,6 +20,7 @@ from loopguard.config import load_policy
 from loopguard.config.settings import Settings
 from loopguard.detectors import RunState, parse_event, process_event
 from loopguard.streams.processing.metrics import Metrics
+from loopguard.streams.processing.stored import decode_stored, encode_stored
 from loopguard.streams.worker.agent import RunProcessor
 
 POLICY = load_policy({"tools": {"loopDetection": {"enabled": True}}})
@@ -177,9 +178,7 @@ async def test_an_engine_bug_costs_one_event_not_the_run(
     for e in events:
         if e["event_id"] != "e5":
             process_event(expected, parse_event(e), th)
-    stored = RunState.from_json(harness.table[b"r1"])
-    stored.stamp_ms = None
-    assert stored == expected
+    assert decode_stored(harness.table[b"r1"]).state == expected
     assert harness.sample("loopguard_events_rejected_total", reason="engine_error") == 1.0
 
 
@@ -229,7 +228,7 @@ async def test_a_verdict_flushes_the_producer_at_once(harness: Harness) -> None:
 async def test_a_rebalance_drops_the_cache_and_the_table_copy_takes_over(harness: Harness) -> None:
     await harness.processor.process([harness.event(e) for e in calls("r", 3)])
     await harness.processor.before_commit()
-    harness.table[b"r"] = RunState().to_json().encode()  # another owner's newer copy
+    harness.table[b"r"] = encode_stored(RunState(), None)  # another owner's newer copy
     harness.processor.forget_partitions({0})
     await harness.processor.process([harness.event(calls("r", 1, 1)[0])])
     # seq 1 is new again for the table's (empty) state: the stale cached run is gone.
@@ -282,7 +281,7 @@ async def test_an_evicted_run_is_read_back_and_its_new_events_written() -> None:
     await h.processor.process([h.event(e, ts_ms=2_000) for e in calls("w", 1, 5)])
     assert h.sample("loopguard_runs_cached") == 1.0  # read back; dirty until the next checkpoint
     h.processor.checkpoint()
-    state = RunState.from_json(h.table[b"w"])
+    state = decode_stored(h.table[b"w"]).state
     assert [r.seq for r in state.history] == [2, 4, 6]
 
 

@@ -89,7 +89,7 @@ def test_without_a_ttl_stream_time_never_moves_and_no_run_is_stamped() -> None:
     replayer.feed_line(1, b'{"type":"tool_call","run_id":"r","event_id":"e","seq":1,"ts":5,'
                        b'"tool":"read","args":{}}')  # fmt: skip
     assert replayer.stream_ms is None
-    assert replayer.states["r"].stamp_ms is None
+    assert replayer.driver.partition(0).live[b"r"].stamp_ms is None
 
 
 @pytest.mark.parametrize(
@@ -154,7 +154,6 @@ def _full_state() -> RunState:
         ended_seq=None,
         life_done=4,
         held=[(9, "run_end")],
-        stamp_ms=123,
     )
 
 

@@ -14,9 +14,9 @@ exactly as before.
 from __future__ import annotations
 
 import base64
+import binascii
 import re
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
@@ -27,7 +27,10 @@ from loopguard.detectors.values import Record
 
 FORMAT_VERSION = 3
 _READABLE_VERSIONS = frozenset({1, 2, 3})
-_HEX_TAIL = re.compile(r"^(.*?)([0-9a-f]{64})$", re.DOTALL)
+# The last 64 characters, exactly (an earlier `^(.*?)([0-9a-f]{64})$` also matched before a
+# trailing newline and dropped it: a string ending in a digest and "\n" did not round-trip).
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_URLSAFE = bytes.maketrans(b"+/", b"-_")  # base64's URL-safe alphabet (RFC 4648 §5)
 
 GuardObservation = tuple[str, str, str]  # (tool, args_hash, result_hash)
 LifeKind = Literal["compaction", "run_end"]
@@ -112,37 +115,36 @@ class RunState:
 
     def to_doc(self) -> dict[str, Any]:
         """The JSON document `to_json` writes, for embedding in a larger one."""
+        # The checkpoint writes every changed run with the worker's batches waiting, so this
+        # loop is written for speed: `table.setdefault(s, len(table))` interns a string in one
+        # call, and the rare cells (event id, pending call id, unknown tool, 2026.9 facts) are
+        # looked at only when present. The table's order is the order of first use, as before.
         table: dict[str, int] = {}
-
-        def ref(s: str) -> int:
-            i = table.get(s)
-            if i is None:
-                i = table[s] = len(table)
-            return i
-
+        ref = table.setdefault
         rows: list[list[Any]] = []
         prev_seq = 0
         for r in self.history:
+            rhash, seq = r.result_hash, r.seq
             row: list[Any] = [
-                ref(r.tool),
-                ref(r.args_hash),
-                -1 if r.result_hash is None else ref(r.result_hash),
-                r.seq - prev_seq,  # delta-coded: seqs grow without bound, gaps stay small
+                ref(r.tool, len(table)),
+                ref(r.args_hash, len(table)),
+                -1 if rhash is None else ref(rhash, len(table)),
+                seq - prev_seq,  # delta-coded: seqs grow without bound, gaps stay small
             ]
-            tcid = r.tool_call_id if r.result_hash is None else None
-            facts = _facts_cell(r, ref)
-            unknown = r.unknown_tool_name is not None
-            more = facts is not None
-            if more or r.event_id is not None or tcid is not None or unknown:
-                row.append(_event_ref(r.event_id, r.seq, ref))
-            if more or tcid is not None or unknown:
-                row.append(tcid)
-            if more or unknown:
-                row.append(r.unknown_tool_name)
-            if facts is not None:
-                row.append(facts)
-            prev_seq = r.seq
+            prev_seq = seq
             rows.append(row)
+            tcid = r.tool_call_id if rhash is None else None
+            unknown = r.unknown_tool_name
+            if r.outcome_kind is None and r.failure_identity is None and not r.no_progress:
+                if unknown is not None:
+                    row += (_event_ref(r.event_id, seq, table), tcid, unknown)
+                elif tcid is not None:
+                    row += (_event_ref(r.event_id, seq, table), tcid)
+                elif r.event_id is not None:
+                    row.append(_event_ref(r.event_id, seq, table))
+                continue
+            facts = _facts_cell(r, table)  # interns the identity before the event id's prefix
+            row += (_event_ref(r.event_id, seq, table), tcid, unknown, facts)
         doc: dict[str, Any] = {"v": FORMAT_VERSION}
         if rows:
             doc["h"] = rows
@@ -154,7 +156,10 @@ class RunState:
             doc["g"] = [
                 self.guard_remaining,
                 self.guard_seq,
-                [[ref(t), ref(a), ref(h)] for t, a, h in self.guard_obs],
+                [
+                    [ref(t, len(table)), ref(a, len(table)), ref(h, len(table))]
+                    for t, a, h in self.guard_obs
+                ],
             ]
         marks = [self.tool_seq, self.life_seq, self.ended_seq, self.life_done]
         if any(m is not None for m in marks):
@@ -236,11 +241,11 @@ _KIND_FLAGS = {"tool-loop-veto": 2, "terminal-exec-failure": 4}
 _FLAG_KINDS = {flag: kind for kind, flag in _KIND_FLAGS.items()}
 
 
-def _facts_cell(r: Record, ref: Callable[[str], int]) -> list[int] | None:
-    if r.outcome_kind is None and r.failure_identity is None and not r.no_progress:
-        return None
+def _facts_cell(r: Record, table: dict[str, int]) -> list[int]:
+    """A record's 2026.9 outcome facts as written (its failure identity interned in `table`)."""
     flags = (1 if r.no_progress else 0) | _KIND_FLAGS.get(r.outcome_kind or "", 0)
-    return [flags, -1 if r.failure_identity is None else ref(r.failure_identity)]
+    identity = r.failure_identity
+    return [flags, -1 if identity is None else table.setdefault(identity, len(table))]
 
 
 def _facts(cell: list[int] | None, table: list[str]) -> tuple[str | None, str | None, bool]:
@@ -250,14 +255,14 @@ def _facts(cell: list[int] | None, table: list[str]) -> tuple[str | None, str | 
     return _FLAG_KINDS.get(flags & 6), None if identity < 0 else table[identity], bool(flags & 1)
 
 
-def _event_ref(event_id: str | None, seq: int, ref: Callable[[str], int]) -> int | str | None:
+def _event_ref(event_id: str | None, seq: int, table: dict[str, int]) -> int | str | None:
     """An event id as written: the interned prefix when it is `<prefix><seq>` (the runtime
     client's `<run_id>:<seq>`), so a run's ids cost one table entry; else the id itself."""
     if event_id is None:
         return None
     tail = str(seq)
     if event_id.endswith(tail):
-        return ref(event_id[: -len(tail)])
+        return table.setdefault(event_id[: -len(tail)], len(table))
     return event_id
 
 
@@ -277,12 +282,12 @@ _MEMO_SIZE = 1 << 12
 
 @lru_cache(maxsize=_MEMO_SIZE)
 def _pack(s: str) -> str:
-    """'h' + prefix + base64(digest) for '<prefix><64 hex>', else 's' + s."""
-    m = _HEX_TAIL.match(s)
-    if m is None:
+    """'h' + prefix + base64(digest) for '<prefix><64 lowercase hex>', else 's' + s."""
+    n = len(s)
+    if n < 64 or _HEX64.fullmatch(s, n - 64) is None:
         return "s" + s
-    raw = bytes.fromhex(m.group(2))
-    return "h" + m.group(1) + base64.urlsafe_b64encode(raw).decode()[:43]
+    raw = bytes.fromhex(s[-64:])
+    return "h" + s[:-64] + binascii.b2a_base64(raw, newline=False)[:43].translate(_URLSAFE).decode()
 
 
 @lru_cache(maxsize=_MEMO_SIZE)

@@ -16,6 +16,7 @@ from loopguard.config.settings import Settings
 from loopguard.streams.kafka.security import ClientSecurity
 from loopguard.streams.processing.metrics import CONTENT_TYPE_LATEST, Metrics
 from loopguard.streams.worker.faust.internals import LoopGuardApp
+from loopguard.streams.worker.faust.raw_schema import RawSchema
 
 __all__ = ["TABLE_NAME", "Wiring", "build_app", "changelog_topic"]
 
@@ -85,15 +86,10 @@ def build_app(settings: Settings, metrics: Metrics) -> Wiring:
     # and has no TLS/SASL; its consumer carries no credentials, so a secured worker skips it.
     is_plaintext = settings.security_protocol == "PLAINTEXT"
     app.bootstrap_servers = tuple(settings.bootstrap_servers) if is_plaintext else ()
-    raw: dict[str, Any] = {
-        "key_type": bytes,
-        "value_type": bytes,
-        "key_serializer": "raw",
-        "value_serializer": "raw",
-    }
-    inputs = app.topic(*settings.input_topics, partitions=settings.partitions, **raw)
-    control = app.topic(settings.topic_control, partitions=settings.partitions, **raw)
-    dead_letter = app.topic(settings.topic_dead_letter, partitions=settings.partitions, **raw)
+    raw = RawSchema()  # bytes in, bytes out (streams/worker/faust/raw_schema.py)
+    inputs = app.topic(*settings.input_topics, partitions=settings.partitions, schema=raw)
+    control = app.topic(settings.topic_control, partitions=settings.partitions, schema=raw)
+    dead_letter = app.topic(settings.topic_dead_letter, partitions=settings.partitions, schema=raw)
     table = app.Table(
         TABLE_NAME,
         partitions=settings.partitions,

@@ -1,0 +1,36 @@
+"""A Faust schema for topics of raw bytes: the record's key and value, as they came.
+
+Every LoopGuard topic carries bytes (`key_type=bytes`, `"raw"` serializers): the worker
+decodes the value itself (streams/wire/codec.py, JSON as JavaScript reads it). Faust's
+`Schema` still passes each key and value through its serializer registry — a codec lookup
+by name, `want_bytes` twice and several settings reads per record —, which returns the same
+bytes object and cost ~10 % of the worker's time on workload P (docs/performance.md, "Our
+own per-event cost"). `RawSchema.compile` builds the event from the record directly. It
+overrides only public Faust API (`Schema.compile`, `App.create_event`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import faust
+
+__all__ = ["RawSchema"]
+
+
+class RawSchema(faust.Schema):
+    """Keys and values of type bytes, with no serializer: the event holds the record's bytes."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+        )
+
+    def compile(self, app: Any, **kwargs: Any) -> Any:
+        """The decode function of a topic: record -> event, the key and value unchanged."""
+        create_event = app.create_event
+
+        async def decode(message: Any, *, propagate: bool = False) -> Any:
+            return create_event(message.key, message.value, message.headers, message)
+
+        return decode

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+
+@dataclass
+class InputRecord:
+    """A keyed input record with a record time: the fields of Faust's Message the driver reads."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: float | None
+    key: bytes | None
+    value: bytes | None
 
 
 class RunScript:

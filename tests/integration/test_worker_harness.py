@@ -22,26 +22,15 @@ from loopguard.detectors import RunState, parse_event, process_event
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.processing.stored import decode_stored, encode_stored
 from loopguard.streams.worker.agent import RunProcessor
+from tests.wire import InputRecord
 
 POLICY = load_policy({"tools": {"loopDetection": {"enabled": True}}})
-
-
-@dataclass
-class FakeMessage:
-    """The fields of a Faust message the agent reads."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: float | None
-    key: bytes | None
-    value: bytes | None
 
 
 class FakeEvent:
     """A Faust event: only `.message` is used (weak-referenceable like the real one)."""
 
-    def __init__(self, message: FakeMessage) -> None:
+    def __init__(self, message: InputRecord) -> None:
         self.message = message
 
 
@@ -117,7 +106,7 @@ class Harness:
     def event(self, obj: dict[str, Any], ts_ms: int = 0, partition: int = 0) -> FakeEvent:
         self.offset += 1
         key = str(obj.get("run_id", "")).encode()
-        msg = FakeMessage("tc", partition, self.offset, ts_ms / 1000, key, orjson.dumps(obj))
+        msg = InputRecord("tc", partition, self.offset, ts_ms / 1000, key, orjson.dumps(obj))
         return FakeEvent(msg)
 
     def sample(self, name: str, **labels: str) -> float | None:

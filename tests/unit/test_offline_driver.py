@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
 import orjson
@@ -14,24 +14,12 @@ from loopguard.streams.audit.replay import MemoryOutputs, MemoryStore, Rejected,
 from loopguard.streams.processing import DriverLimits, RunDriver
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.wire.codec import run_key
-from tests.wire import RunScript
+from tests.wire import InputRecord, RunScript
 
 POLICY = load_policy(
     {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5}}}
 )
 TTL_MS = 60_000
-
-
-@dataclass
-class Msg:
-    """A keyed record with a record time, as the worker reads one."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: float | None
-    key: bytes | None
-    value: bytes | None
 
 
 def _fleet() -> list[dict[str, Any]]:
@@ -54,7 +42,7 @@ def _worker_bytes(events: list[dict[str, Any]]) -> list[bytes]:
     limits = DriverLimits(1_048_576, 0, run_idle_ttl_ms=TTL_MS, run_cache_idle_ms=TTL_MS)
     driver = RunDriver(POLICY, limits, MemoryStore(), out, Metrics())
     msgs = [
-        Msg("t", 0, i, ev["ts"] / 1000, run_key(ev["run_id"]), orjson.dumps(ev))
+        InputRecord("t", 0, i, ev["ts"] / 1000, run_key(ev["run_id"]), orjson.dumps(ev))
         for i, ev in enumerate(events)
     ]
     driver.apply(msgs)

@@ -4,7 +4,6 @@ of formats 1-2 (the stamp inside) still load and are written back enveloped."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import orjson
 import pytest
@@ -16,22 +15,10 @@ from loopguard.streams.processing import DriverLimits, RunDriver
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.processing.stored import Stored, decode_stored, encode_stored
 from loopguard.streams.wire.codec import run_key
-from tests.wire import RunScript
+from tests.wire import InputRecord, RunScript
 
 POLICY = load_policy({"tools": {"loopDetection": {"enabled": True}}})
 TTL_MS = 60_000
-
-
-@dataclass
-class Msg:
-    """A keyed record with a record time, as the worker reads one."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: float | None
-    key: bytes | None
-    value: bytes | None
 
 
 def _state(n: int = 3) -> RunState:
@@ -111,7 +98,7 @@ def test_the_driver_reads_an_old_value_and_writes_it_back_enveloped() -> None:
     run.seq = tool
     ev = run.call("read", {"p": 1})
     driver.forget([0])
-    driver.apply([Msg("t", 0, 0, 1_000_001.5, key, orjson.dumps(ev))])
+    driver.apply([InputRecord("t", 0, 0, 1_000_001.5, key, orjson.dumps(ev))])
     driver.checkpoint()
     written = store.get(0, key)
     assert written is not None and json.loads(written)["w"] == 1

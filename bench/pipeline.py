@@ -270,6 +270,11 @@ async def run_worker(
     return total / max(done_at - first, 1e-3), size / total
 
 
+def _ratio(rates: list[float], baseline: list[float]) -> float:
+    """The ratio of two same-run medians, rounded to 3 places."""
+    return round(statistics.median(rates) / statistics.median(baseline), 3)
+
+
 def _figure(name: str, values: list[float], baseline: list[float] | None, **extra: Any) -> str:
     row: dict[str, Any] = {
         "workload": "P",
@@ -418,34 +423,22 @@ async def _bench(
         print(_figure("worker_events_per_s", worker_rates, relay_rates, **on))
         print(_figure("changelog_bytes_per_event", bytes_per_event, None, **on))
         if old_rates:
-            vs = round(statistics.median(worker_rates) / statistics.median(old_rates), 3)
-            print(
-                _figure(
-                    "worker_faust_loop_events_per_s", old_rates, relay_rates,
-                    fast_path_speedup=vs, **on,
-                )
-            )  # fmt: skip
+            speedup = _ratio(worker_rates, old_rates)
+            print(_figure("worker_faust_loop_events_per_s", old_rates, relay_rates,
+                          fast_path_speedup=speedup, **on))  # fmt: skip
         if not args.no_direct:
             print(_figure("direct_events_per_s", direct_rates, relay_rates, **on))
             print(_figure("direct_changelog_bytes_per_event", direct_bytes, None, **on))
         if eos_rates:
-            vs = round(statistics.median(eos_rates) / statistics.median(worker_rates), 3)
-            print(
-                _figure(
-                    "worker_exactly_once_events_per_s", eos_rates, relay_rates,
-                    ratio_to_at_least_once=vs, **on,
-                )
-            )  # fmt: skip
+            cost = _ratio(eos_rates, worker_rates)
+            print(_figure("worker_exactly_once_events_per_s", eos_rates, relay_rates,
+                          ratio_to_at_least_once=cost, **on))  # fmt: skip
         for mode, rates in floors.items():
             print(_figure(f"faust_floor_{mode}_events_per_s", rates, relay_rates, **on))
         for mode, rates in old_floors.items():
-            vs = round(statistics.median(floors[mode]) / statistics.median(rates), 3)
-            print(
-                _figure(
-                    f"faust_floor_{mode}_faust_loop_events_per_s", rates, relay_rates,
-                    fast_path_speedup=vs, **on,
-                )
-            )  # fmt: skip
+            speedup = _ratio(floors[mode], rates)
+            print(_figure(f"faust_floor_{mode}_faust_loop_events_per_s", rates, relay_rates,
+                          fast_path_speedup=speedup, **on))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -29,13 +29,22 @@ from loopguard.detectors import (
     apply_event,
     parse_event,
 )
+from loopguard.detectors.state import SavedState
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.processing.partition import LiveRun, PartitionRuns
 from loopguard.streams.processing.stored import decode_stored, encode_stored
 from loopguard.streams.wire.codec import InputRejected, decode_object, encode, run_key
 from loopguard.streams.wire.deadletter import Origin, dead_letter
 
-__all__ = ["DriverLimits", "Message", "Outputs", "RunDriver", "StateStore", "event_time_ms"]
+__all__ = [
+    "DriverLimits",
+    "Message",
+    "Outputs",
+    "RunDriver",
+    "StateStore",
+    "TakenRun",
+    "event_time_ms",
+]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +113,17 @@ def event_time_ms(ts: object) -> int | None:
 def _ms(timestamp_s: float | None) -> int | None:
     """A record timestamp (seconds) as integer milliseconds."""
     return None if timestamp_s is None else int(timestamp_s * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class TakenRun:
+    """A changed run as a checkpoint took it: its cached object, its state's values then."""
+
+    partition: int
+    key: bytes
+    run: LiveRun
+    saved: SavedState
+    stamp_ms: int | None
 
 
 class RunDriver:
@@ -233,11 +253,34 @@ class RunDriver:
 
     def checkpoint(self) -> None:
         """Write each changed run's state to the store, then evict the idle ones from memory."""
+        for taken in self.take_dirty():
+            self.write_taken(taken)
+        self.evict_idle()
+
+    def take_dirty(self) -> list[TakenRun]:
+        """Each changed run as it is now (its state copied, ~1 µs), no longer dirty: the
+        worker's checkpoint writes them with `write_taken` while batches go on (its agent)."""
+        taken: list[TakenRun] = []
         for partition, runs in self._partitions.items():
             for key, run in runs.dirty.items():
-                self._store.put(partition, key, encode_stored(run.state, run.stamp_ms))
+                taken.append(TakenRun(partition, key, run, run.state.save(), run.stamp_ms))
                 run.is_dirty = False
             runs.dirty.clear()
+        return taken
+
+    def write_taken(self, taken: TakenRun) -> None:
+        """Write a taken run to the store, unless it left the cache since it was taken (its
+        partition forgotten or the run swept): the store must not get it back."""
+        runs = self._partitions.get(taken.partition)
+        if runs is None or runs.live.get(taken.key) is not taken.run:
+            return
+        state = RunState()
+        state.restore(taken.saved)
+        self._store.put(taken.partition, taken.key, encode_stored(state, taken.stamp_ms))
+
+    def evict_idle(self) -> None:
+        """Move runs quiet for the cache idle time, and written, out of memory (stream time)."""
+        for runs in self._partitions.values():
             if runs.stream_ms is not None:
                 runs.evict_idle(runs.stream_ms - self._limits.run_cache_idle_ms)
         self.count_runs()

@@ -3,8 +3,9 @@
 Faust's `send_soon` costs a queue hop, a task wake-up and an aiokafka `send` per message
 (about a third of the worker's time on workload P). `BatchOutbox` appends a batch's decisions
 to one aiokafka batch per partition and hands each to the producer at once: no linger to wait
-for, one produce request per agent batch. `wait_delivered()` is the at-least-once barrier the
-commit hook awaits before any state that produced these decisions is written.
+for, one produce request per agent batch. `delivery()` is the at-least-once barrier: the
+checkpoint takes it together with the run states it is about to write, and awaits it before
+writing them, so no state is written ahead of the decisions it produced (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -17,11 +18,17 @@ from aiokafka.partitioner import murmur2
 from loopguard.streams.errors import StreamError
 from loopguard.streams.worker.faust.internals import started_producer
 
-__all__ = ["BatchOutbox", "FaustOutbox", "Outbox", "OutputLost"]
+__all__ = ["BatchOutbox", "Delivery", "FaustOutbox", "Outbox", "OutputLost", "Sent"]
 
 
 class OutputLost(StreamError, RuntimeError):
     """A control message was not delivered; the worker must not commit past it."""
+
+
+class Delivery(Protocol):
+    """The messages sent up to the moment it was taken; `wait` until they are acknowledged."""
+
+    async def wait(self) -> None: ...
 
 
 class Outbox(Protocol):
@@ -29,7 +36,35 @@ class Outbox(Protocol):
 
     def add(self, key: bytes, value: bytes) -> None: ...
     async def send(self, *, urgent: bool) -> None: ...
+    def delivery(self) -> Delivery: ...
     async def wait_delivered(self) -> None: ...
+
+
+class Sent:
+    """Produce batches handed to aiokafka up to a point, as their delivery futures."""
+
+    def __init__(self, topic: str, futures: list[asyncio.Future[Any]]) -> None:
+        self._topic = topic
+        self._futures = futures
+
+    async def wait(self) -> None:
+        """Wait until every batch is acknowledged; raise OutputLost if one is not."""
+        if self._futures:
+            await asyncio.wait(self._futures)
+        for fut in self._futures:
+            exc = fut.exception()
+            if exc is not None:
+                raise OutputLost(f"control batch to {self._topic!r} failed: {exc!r}") from exc
+
+
+class _Flush:
+    """Faust's producer flushed (what `send_soon` queued up to then, and anything after)."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+
+    async def wait(self) -> None:
+        await self._app.producer.flush()
 
 
 class FaustOutbox:
@@ -44,6 +79,9 @@ class FaustOutbox:
     async def send(self, *, urgent: bool) -> None:
         if urgent:
             await self._w.app.producer.flush()
+
+    def delivery(self) -> Delivery:
+        return _Flush(self._w.app)
 
     async def wait_delivered(self) -> None:
         await self._w.app.producer.flush()
@@ -95,12 +133,11 @@ class BatchOutbox:
         if len(inflight) > 256:  # drop the delivered ones; failures stay until checked
             self._inflight = [f for f in inflight if not f.done() or f.exception() is not None]
 
+    def delivery(self) -> Sent:
+        """The batches sent so far (awaited later: batches sent after are not waited for)."""
+        inflight, self._inflight = self._inflight, []
+        return Sent(self._topic, inflight)
+
     async def wait_delivered(self) -> None:
         """Wait until everything sent so far is acknowledged; raise OutputLost if not."""
-        inflight, self._inflight = self._inflight, []
-        if inflight:
-            await asyncio.wait(inflight)
-        for fut in inflight:
-            exc = fut.exception()
-            if exc is not None:
-                raise OutputLost(f"control batch to {self._topic!r} failed: {exc!r}") from exc
+        await self.delivery().wait()

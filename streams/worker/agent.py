@@ -3,22 +3,36 @@
 Each batch of Faust events goes through `RunDriver.apply` (decode ▸ load ▸ engine ▸ publish ▸
 sweep); decisions leave once per batch as one produce batch per partition, so a verdict never
 waits for a batch to fill or a linger. A checkpoint runs right before every offset commit
-(`before_commit`): outputs acknowledged ▸ states written ▸ (Faust) changelog flushed ▸ offsets
-committed. So an event's offset is committed only after its outputs and the state it
-produced were sent, and a redelivered event is dropped by the engine (at-least-once). The
-core's cache is dropped on every revoke and assign, so a rebalance never leaves a stale copy.
+(`before_commit`), and batches go on while it writes (at-least-once):
+
+1. under the agent's lock, between two batches (~1 µs a changed run): take every changed run's
+   state, the control batches sent so far and, per input partition, the offset after the last
+   event processed: the state taken is exactly what the events below that offset produced;
+2. without the lock: wait until those control batches are acknowledged, write the taken states
+   in slices of a few milliseconds with Faust's producer buffer drained after each, so the
+   agent's batches run in between, then evict idle runs;
+3. Faust commits, but no further than the offsets taken in 1 (`commit_limits`, applied by the
+   consumer in streams/worker/faust/internals.py): an event processed while the checkpoint
+   wrote is committed by the next one, after its state is written.
+
+So an event's offset is committed only after its outputs were acknowledged and the state it
+produced was handed to the changelog producer, and a redelivered event is dropped by the
+engine (docs/reliability.md). Exactly-once keeps the whole checkpoint under the lock
+(streams/worker/exactly_once.py). The core's cache is dropped on every revoke and assign, so a
+rebalance never leaves a stale copy.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from time import perf_counter
 from typing import Any
 
 from loopguard.config import Policy
 from loopguard.config.settings import Settings
 from loopguard.streams.processing import DriverLimits, RunDriver
+from loopguard.streams.processing.driver import TakenRun
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.processing.outbox import FaustOutbox, Outbox
 from loopguard.streams.worker.app import Wiring
@@ -30,6 +44,11 @@ from loopguard.streams.worker.faust.internals import (
 )
 
 __all__ = ["RunProcessor", "install_agent"]
+
+# The checkpoint writes taken states for this long, then lets the agent's batches run (each
+# slice's changelog records then cost Faust's producer about as long again: docs/performance.md).
+WRITE_SLICE_S = 0.002
+InputPartition = tuple[str, int]  # (topic, partition): equal to, and hashed as, Faust's TP
 
 
 class _FaustOutputs:
@@ -78,28 +97,66 @@ class RunProcessor:
             metrics,
         )
         self._metrics = metrics
-        self._lock = asyncio.Lock()  # a batch and a checkpoint never interleave
+        self._lock = asyncio.Lock()  # a batch and a checkpoint's taking never interleave
+        self._checkpointing = asyncio.Lock()  # one checkpoint at a time (they write in order)
+        # Exactly-once keeps the lock while it writes (streams/worker/exactly_once.py).
+        self._writes_under_lock = settings.processing_guarantee == "exactly_once"
+        self._read_to: dict[InputPartition, int] = {}  # offset after the last event processed
+        self._limits: dict[InputPartition, int] = {}  # what the running commit may commit
 
     async def process(self, events: Sequence[Any]) -> None:
         """Process one batch of Faust events; never raises for bad input or engine bugs."""
         async with self._lock:
             started = perf_counter()
+            read_to = self._read_to
             for event in events:  # the last event of each partition routes its table access
-                self._store.anchor(event.message.partition, event)
+                msg = event.message
+                self._store.anchor(msg.partition, event)
+                read_to[msg.topic, msg.partition] = msg.offset + 1
             has_verdict = self.driver.apply(event.message for event in events)
             await self._outbox.send(urgent=has_verdict)
             self._metrics.observe_batch(perf_counter() - started, len(events))
 
-    async def before_commit(self) -> None:
-        """Checkpoint: outputs delivered, then every changed run's state written once."""
-        async with self._lock:
-            if not self.driver.has_dirty:
-                return
-            await self._outbox.wait_delivered()
-            self.checkpoint()
-            # Table writes queue in Faust's producer buffer: drained fully, so no offset is
-            # committed ahead of its state.
-            await drain_producer_buffer(self._w.app)
+    async def before_commit(self) -> Mapping[InputPartition, int]:
+        """Checkpoint: outputs delivered, then every changed run's state written once.
+
+        Returns the offsets the commit that follows may not pass, per input partition (the
+        module docstring); partitions forgotten meanwhile leave it, so they commit nothing.
+        """
+        async with self._checkpointing:
+            if self._writes_under_lock:
+                async with self._lock:
+                    self._limits = dict(self._read_to)
+                    if self.driver.has_dirty:
+                        await self._outbox.wait_delivered()
+                        self.checkpoint()
+                        await drain_producer_buffer(self._w.app)
+                return self._limits
+            async with self._lock:
+                taken = self.driver.take_dirty()
+                self._limits = limits = dict(self._read_to)
+                if not taken:  # no run changed, so no decision was sent since the last one
+                    return limits
+                delivery = self._outbox.delivery()
+            await delivery.wait()
+            await self._write(taken)
+            self.driver.evict_idle()
+            return limits
+
+    async def _write(self, taken: list[TakenRun]) -> None:
+        """Write the taken runs in slices; every slice handed to the producer before the next.
+
+        Table writes queue in Faust's producer buffer: drained fully, so no offset is
+        committed ahead of its state.
+        """
+        write, app = self.driver.write_taken, self._w.app
+        slice_end = perf_counter() + WRITE_SLICE_S
+        for run in taken:
+            write(run)
+            if perf_counter() >= slice_end:
+                await drain_producer_buffer(app)  # the agent's batches run meanwhile
+                slice_end = perf_counter() + WRITE_SLICE_S
+        await drain_producer_buffer(app)
 
     def checkpoint(self) -> None:
         """Write each changed run's state to the table, then evict the idle ones from memory."""
@@ -107,10 +164,15 @@ class RunProcessor:
 
     def forget_partitions(self, partitions: Iterable[int]) -> None:
         """Drop everything held for partitions whose ownership changed (revoke or assign)."""
-        partitions = list(partitions)
+        partitions = set(partitions)
         self.driver.forget(partitions)
         for p in partitions:
             self._store.forget(p)
+        # Their offsets leave the running commit too: what a checkpoint took of them may not
+        # be written any more (RunDriver.write_taken), and their records are read again.
+        for offsets in (self._read_to, self._limits):
+            for tp in [tp for tp in offsets if tp[1] in partitions]:
+                del offsets[tp]
 
 
 def install_agent(wiring: Wiring, processor: RunProcessor, settings: Settings) -> None:

@@ -11,6 +11,10 @@ consumer after a worker SIGKILL, tests/chaos/test_kafka_faults.py). Holding deci
 the checkpoint puts every decision in the transaction that holds its run's state: a
 redelivered event is then dropped by the engine's seq watermark and publishes nothing. The
 price is latency: a verdict waits for the next commit (Faust's commit interval).
+
+The checkpoint keeps the agent's lock for its whole length here (streams/worker/agent.py): a
+batch processed while it writes would send its dead letters into the transaction that the
+commit closes with offsets that do not include that batch's events.
 """
 
 from __future__ import annotations
@@ -35,12 +39,25 @@ class TransactionalOutbox:
         """Nothing before the checkpoint, verdicts included (see the module docstring)."""
         del urgent
 
-    async def wait_delivered(self) -> None:
+    def delivery(self) -> _Queued:
         """At the checkpoint: queue every held decision in Faust's producer buffer.
 
         The checkpoint drains that buffer into the partitions' transactional producers before
-        Faust commits their transactions with the offsets; the commit delivers them.
+        Faust commits their transactions with the offsets; the commit delivers them, so there
+        is nothing more to wait for here.
         """
         pending, self._pending = self._pending, []
         for key, value in pending:
             self._control.send_soon(key=key, value=value)
+        return _Queued()
+
+    async def wait_delivered(self) -> None:
+        """At the checkpoint: queue every held decision in Faust's producer buffer."""
+        await self.delivery().wait()
+
+
+class _Queued:
+    """Decisions queued in Faust's buffer: the checkpoint's drain and the commit deliver them."""
+
+    async def wait(self) -> None:
+        """Nothing to wait for before the drain."""

@@ -82,6 +82,9 @@ class Rig:
         task = asyncio.ensure_future(agent() if agent is not None else own_agent())
         try:
             await asyncio.wait_for(self.consumer._drain_messages(fetcher), timeout=10)
+            # Commit-every commits run beside the drain loop, as futures of the consumer.
+            if self.consumer._futures:
+                await asyncio.wait(list(self.consumer._futures), timeout=10)
             for _ in range(1000):  # let the agent take what is left in the queue
                 if queue.empty() and agent is None:
                     break

@@ -23,6 +23,11 @@ This loop keeps that and pays for it only when a callback blocks:
 - The bookkeeping that only changes across an await is done per batch: read offsets are kept
   in a local map and written back before every await (so a seek during it wins), commit-every
   is checked once per batch, the partitions' end offsets are reported once per batch.
+- A commit-every commit runs beside the loop, as a future of the consumer service (joined when
+  it stops), not awaited in it: the checkpoint before a commit writes run states while the
+  agent goes on with its batches (streams/worker/agent.py), and awaited here it would stop
+  fetching for as long, holding back every verdict (docs/performance.md, "Latency (L)"). When
+  a commit is running already, the next one covers these acks.
 """
 
 from __future__ import annotations
@@ -159,7 +164,8 @@ async def drain_messages(consumer: Any, fetcher: Any) -> None:
             read_offsets.update(batch_read)
             if commit_every is not None and consumer._n_acked >= commit_every:
                 consumer._n_acked = 0
-                await consumer.commit()
+                if consumer._commit_fut is None:
+                    consumer.add_future(consumer.commit())
             unset_flag(CONSUMER_FETCHING)
     finally:
         unset_flag(CONSUMER_FETCHING)

@@ -15,7 +15,11 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   (faust-streaming/faust #229, robinhood/faust #563); streams/worker/faust/drain.py replaces
   it, keeping what they protect. Off with `LOOPGUARD_FAUST_FAST_PATH=0`.
 - Commit hook: Faust has no public "before commit" hook; every commit path ends in
-  `force_commit`, which we wrap.
+  `force_commit`, which we wrap. A hook may return offsets the commit may not pass: Faust
+  commits "every acked offset up to the first break" (`Consumer._new_offset`), and the
+  checkpoint writes states while the agent goes on acking batches whose states it has not
+  taken (streams/worker/agent.py), so `_new_offset` is shown only the acked offsets below the
+  limit; the ones above stay in Faust's list for the next commit.
 - Producer: the started AIOKafkaProducer (`_ensure_producer`) and its buffer, for batches we
   build ourselves (streams/processing/outbox.py) and a full drain before a commit.
 - Committed offsets: Faust's own record (`_committed_offset`), read by
@@ -33,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiokafka
@@ -45,6 +49,7 @@ from loopguard.streams.kafka.end_offsets import probe_end_offsets
 from loopguard.streams.worker.faust.drain import drain_messages
 
 __all__ = [
+    "CommitHook",
     "LoopGuardApp",
     "QuietWorker",
     "TableStore",
@@ -53,6 +58,11 @@ __all__ = [
     "size_producer_buffer",
     "started_producer",
 ]
+
+
+# A before-commit hook; what it returns, if not None, bounds the commit: per (topic, partition)
+# the offset it may not pass, and a partition it does not name commits nothing.
+CommitHook = Callable[[], Awaitable[Mapping[tuple[str, int], int] | None]]
 
 
 class TableStore:
@@ -131,6 +141,7 @@ class _TunedConsumer(faust_aiokafka.Consumer):
     """Faust's aiokafka consumer: tuned thread, pre-commit hook, seek and gap fixes, fast path."""
 
     flow_epoch: int = 0  # suspensions of the flow so far (streams/worker/faust/drain.py)
+    commit_limits: Mapping[tuple[str, int], int] | None = None  # while a commit picks offsets
 
     def stop_flow(self) -> None:
         """Suspend the flow and count it: the fast path drops what was fetched before."""
@@ -163,14 +174,47 @@ class _TunedConsumer(faust_aiokafka.Consumer):
     async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
         """Run the app's `before_commit` hooks, then commit (every commit path ends here).
 
-        The agent persists run states in these hooks; offsets acked so far are picked after
-        they return, without an await in between, so none is committed ahead of its state.
+        The agent persists run states in these hooks and returns how far they reach; offsets
+        acked so far, below those limits, are picked after the hooks return, without an await
+        in between (Faust picks them before its first await), so none is committed ahead of
+        its state.
         """
         app = self.app
+        limits: dict[tuple[str, int], int] | None = None
         if isinstance(app, LoopGuardApp):
             for hook in app.before_commit:
-                await hook()
-        return bool(await super().force_commit(topics, start_new_transaction=start_new_transaction))
+                bound = await hook()
+                if bound is not None:
+                    limits = _tighter(limits, bound)
+        self.commit_limits = limits
+        try:
+            return bool(
+                await super().force_commit(topics, start_new_transaction=start_new_transaction)
+            )
+        finally:
+            self.commit_limits = None
+
+    def _new_offset(self, tp: Any) -> int | None:
+        """Faust's next offset to commit for `tp`, from its acked offsets below the limit.
+
+        The acked offsets at or above the limit are set aside while Faust picks (it removes
+        what it commits from the list) and put back after, for the next commit.
+        """
+        limits = self.commit_limits
+        if limits is None:
+            return super()._new_offset(tp)
+        limit = limits.get(tp)
+        if limit is None:
+            return None  # nothing of this partition is known to be written
+        acked: list[int] = self._acked[tp]
+        later = [offset for offset in acked if offset >= limit]
+        if not later:
+            return super()._new_offset(tp)
+        acked[:] = [offset for offset in acked if offset < limit]
+        try:
+            return super()._new_offset(tp)
+        finally:
+            acked.extend(later)
 
     async def seek_to_committed(self) -> Any:
         """Seek each partition to its committed offset; an input partition without one (or at
@@ -222,6 +266,15 @@ class _TunedConsumer(faust_aiokafka.Consumer):
         await super()._add_gap(tp, offset_from, offset_to - 1)
 
 
+def _tighter(
+    limits: dict[tuple[str, int], int] | None, bound: Mapping[tuple[str, int], int]
+) -> dict[tuple[str, int], int]:
+    """Two hooks' limits as one: the partitions both name, at the lower offset."""
+    if limits is None:
+        return dict(bound)
+    return {tp: min(offset, bound[tp]) for tp, offset in limits.items() if tp in bound}
+
+
 class _TunedTransport(faust_aiokafka.Transport):
     """Faust's aiokafka transport, building the tuned consumer."""
 
@@ -237,8 +290,8 @@ class LoopGuardApp(faust.App):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # Awaited before every offset commit (the agent's state checkpoint).
-        self.before_commit: list[Callable[[], Awaitable[None]]] = []
+        # Awaited before every offset commit (the agent's state checkpoint, CommitHook).
+        self.before_commit: list[CommitHook] = []
 
     def _new_transport(self) -> Any:
         return _TunedTransport(self.conf.broker_consumer, self)

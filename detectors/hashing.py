@@ -12,6 +12,8 @@ import sys
 from hashlib import sha256
 from typing import Final
 
+import orjson
+
 from loopguard.detectors.canonical import (
     JSONLike,
     canonical_json,
@@ -23,6 +25,7 @@ from loopguard.detectors.values import DEFAULT_CHANNEL_TOOLS, JSON, UNDEFINED, O
 __all__ = [
     "DEFAULT_CHANNEL_TOOLS",
     "args_hash",
+    "call_signature",
     "canonical_json",
     "digest",
     "error_text",
@@ -69,16 +72,52 @@ def js_trim(s: str) -> str:
     return s.strip(_JS_WHITESPACE)
 
 
+# Per-process caches of the two values every tool event recomputes (docs/performance.md,
+# "Our own per-event cost"): tool names are few, and a looping run repeats its arguments, so
+# most lookups hit. Both are bounded (emptied when full) and keyed by exactly what determines
+# the value (the raw name; the normalised name and the canonical bytes), so a hit returns what
+# the computation would.
+_CACHE_ENTRIES: Final = 4096
+_CACHED_NAME_CHARS: Final = 128
+_CACHED_ARGS_BYTES: Final = 512
+_TOOL_NAMES: dict[str, str] = {}
+_SIGNATURES: dict[tuple[str, bytes], str] = {}
+
+
 def normalize_tool(name: str) -> str:
     """Trim and lower-case a tool name; bash → exec, apply-patch → apply_patch, empty → tool."""
+    known = _TOOL_NAMES.get(name)
+    if known is not None:
+        return known
     trimmed = name.strip(_JS_WHITESPACE).lower()
     # Interned: every record of every run shares one string per tool name (~54 B a record).
-    return sys.intern(_TOOL_ALIASES.get(trimmed, trimmed) or "tool")
+    normalized = sys.intern(_TOOL_ALIASES.get(trimmed, trimmed) or "tool")
+    if len(name) <= _CACHED_NAME_CHARS:
+        if len(_TOOL_NAMES) >= _CACHE_ENTRIES:
+            _TOOL_NAMES.clear()
+        _TOOL_NAMES[name] = normalized
+    return normalized
 
 
 def digest(value: JSONLike) -> str:
     """Lower-case hex SHA-256 of the value's canonical JSON as UTF-8."""
     return sha256(canonical_json_bytes(value)).hexdigest()
+
+
+def call_signature(tool: str, args: JSON | _Undefined) -> tuple[str, str]:
+    """(normalised tool, args_hash) of a call, the hash interned: what `ToolCall` stores."""
+    name = normalize_tool(tool)
+    body = canonical_json_bytes(args)
+    if len(body) > _CACHED_ARGS_BYTES:
+        return name, sys.intern(name + ":" + sha256(body).hexdigest())
+    key = (name, body)
+    signature = _SIGNATURES.get(key)
+    if signature is None:
+        signature = sys.intern(name + ":" + sha256(body).hexdigest())
+        if len(_SIGNATURES) >= _CACHE_ENTRIES:
+            _SIGNATURES.clear()
+        _SIGNATURES[key] = signature
+    return name, signature
 
 
 def args_hash(tool: str, args: JSON | _Undefined) -> str:
@@ -263,6 +302,12 @@ def result_hash(
             return digest(_poll_outcome(action, details, text))
     if _is_send(tool, args, channel_tools):
         return digest(_strip_send_ids(details))
-    # Rule 8 written out: the hottest path, and the keys are already in order.
-    body = b'{"details":' + canonical_json_bytes(details) + b',"text":' + canonical_json_bytes(text)
-    return sha256(body + b"}").hexdigest()
+    # Rule 8 written out: the hottest path, and the keys are already in order. A string's
+    # canonical JSON is orjson's unless it holds a lone surrogate (orjson refuses those).
+    try:
+        text_json = orjson.dumps(text)
+    except orjson.JSONEncodeError:
+        text_json = canonical_json_bytes(text)
+    return sha256(
+        b"".join((b'{"details":', canonical_json_bytes(details), b',"text":', text_json, b"}"))
+    ).hexdigest()

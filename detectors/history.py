@@ -27,7 +27,8 @@ def record_call(state: RunState, call: ToolCall, th: Thresholds, seq: int = 0) -
     """Append a pending record for a call that is about to run."""
     history = state.history
     history.append(Record(call.tool, call.args_hash, call.tool_call_id, None, None, seq))
-    _trim(history, th.history_size)
+    if len(history) > th.history_size:
+        del history[: len(history) - th.history_size]
 
 
 def record_outcome(
@@ -73,8 +74,7 @@ def repeat_counts(history: list[Record], tool: str, args_hash: str) -> tuple[int
     latest: str | None = None
     recent = 0
     counting = True
-    for i in range(len(history) - 1, -1, -1):
-        rec = history[i]
+    for rec in reversed(history):
         if rec.args_hash != args_hash or rec.tool != tool:
             continue
         recent += 1

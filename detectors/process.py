@@ -73,17 +73,24 @@ def apply_event(state: RunState, event: Event | Mapping[str, object], th: Thresh
     redelivered event (seq at or below its topic's watermark) changes nothing.
     """
     ev = event if isinstance(event, Event) else parse_event(event)
-    mark = state.tool_seq if ev.type in TOOL_EVENTS else state.life_seq
+    is_tool = ev.type in TOOL_EVENTS
+    mark = state.tool_seq if is_tool else state.life_seq
     if mark is not None and ev.seq <= mark:
         return Applied([], is_duplicate=True)
     if th.semantics == OPENCLAW_2026_9:
         ev = _retool(ev)
-    if ev.type in TOOL_EVENTS:
-        out = _release_held(state, th, before=ev.seq)
-        _begin(state)
-        _name_agent(state, ev)
+    if is_tool:
+        # The tool-event path with _begin and _name_agent written out: it runs for almost
+        # every event (docs/performance.md, "Our own per-event cost").
+        released = _release_held(state, th, before=ev.seq) if state.held else None
+        if state.ended_seq is not None:
+            state.ended_seq = None  # an event past an applied run_end starts the run afresh
+        if state.agent_id is None and ev.agent_id is not None:
+            state.agent_id = ev.agent_id
         state.tool_seq = ev.seq
-        out += _on_call(state, ev, th) if ev.type == "tool_call" else _on_result(state, ev, th)
+        out = _on_call(state, ev, th) if ev.type == "tool_call" else _on_result(state, ev, th)
+        if released:
+            out = released + out
     else:
         _name_agent(state, ev)
         state.life_seq = ev.seq
@@ -212,17 +219,17 @@ def _on_call(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
     verdict = detect(state, call, th)
     out: list[Decision] = []
     decision = "allow"
-    trigger = Trigger(ev.run_id, ev.event_id, ev.seq)
     if verdict is None:
         record_call(state, call, th, ev.seq)
     elif verdict.level == "critical":
         decision = "block"
-        out += _block(state, trigger, call, verdict, th)
+        out += _block(state, Trigger(ev.run_id, ev.event_id, ev.seq), call, verdict, th)
         if th.semantics == OPENCLAW_2026_9:
             record_veto(state, call, th, ev.seq, ev.event_id)
     else:
         decision = "warn"
         published = publish_warning(state, verdict.warning_key, verdict.count)
+        trigger = Trigger(ev.run_id, ev.event_id, ev.seq)
         out.append(_loop_event(state, trigger, call.tool, verdict, published, th))
         record_call(state, call, th, ev.seq)
     if ev.want_verdict:

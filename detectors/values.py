@@ -91,13 +91,15 @@ class ToolCall:
     action: str | None = None  # args.action when it is a string (known polls, sends)
 
     def __post_init__(self) -> None:
-        hashing = _hashing()
-        self.tool = name = hashing.normalize_tool(self.tool)
-        if not self.args_hash:
-            self.args_hash = f"{name}:{hashing.digest(self.args)}"
-        self.args_hash = sys.intern(self.args_hash)  # repeated calls share one string
-        if self.action is None and type(self.args) is dict:
-            action = self.args.get("action")
+        hashing = _HASHING or _hashing()
+        if self.args_hash:
+            self.tool = hashing.normalize_tool(self.tool)
+            self.args_hash = sys.intern(self.args_hash)  # repeated calls share one string
+        else:
+            self.tool, self.args_hash = hashing.call_signature(self.tool, self.args)
+        args = self.args
+        if self.action is None and type(args) is dict:
+            action = args.get("action")
             self.action = action if isinstance(action, str) else None
         if not self.tool_call_id:
             self.tool_call_id = None

@@ -1,0 +1,126 @@
+"""The per-process caches of tool names and call signatures give what computing them gives,
+stay bounded, and the rule-8 result hash keeps its meaning for every text (lone surrogates)."""
+
+from __future__ import annotations
+
+import json
+from hashlib import sha256
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopguard.detectors import hashing
+from loopguard.detectors.canonical import canonical_json_bytes
+from loopguard.detectors.errors import InvalidEvent
+from loopguard.detectors.events import parse_event
+from loopguard.detectors.hashing import (
+    args_hash,
+    call_signature,
+    digest,
+    normalize_tool,
+    result_hash,
+)
+from loopguard.detectors.values import JSON, UNDEFINED, Outcome, ToolCall
+from tests.unit.test_canonical import revive
+
+VECTORS = json.loads(
+    (Path(__file__).parents[1] / "data" / "canonical_vectors.json").read_text(encoding="utf-8")
+)
+
+ARGS: list[Any] = [
+    {"path": "/a.txt"},
+    {"b": 1, "a": [1.5, 2, None, True]},  # floats and key order: the careful encoder's
+    {"text": "cut \ud83d"},  # a lone surrogate: orjson refuses it
+    {"\U0001f600": 1, "\uffff": 2},  # keys whose UTF-16 order differs from code points
+    {"n": 2**80},  # an integer beyond 64 bits
+    {"blob": "x" * 2000},  # longer than the cached size
+    UNDEFINED,
+    [],
+    "plain",
+]
+
+
+def _uncached_signature(tool: str, args: Any) -> str:
+    trimmed = tool.strip(hashing._JS_WHITESPACE).lower()
+    name = hashing._TOOL_ALIASES.get(trimmed, trimmed) or "tool"
+    return name + ":" + sha256(canonical_json_bytes(args)).hexdigest()
+
+
+@pytest.mark.parametrize("args", ARGS)
+@pytest.mark.parametrize("tool", ["read", " Bash ", "apply-patch", "", "EXEC"])
+def test_a_signature_is_the_same_from_the_cache_as_computed(tool: str, args: Any) -> None:
+    first = call_signature(tool, args)
+    again = call_signature(tool, args)  # a hit when the canonical bytes are small enough
+    assert first == again
+    assert first[1] == _uncached_signature(tool, args) == args_hash(tool, args)
+    assert first[0] == normalize_tool(tool) == first[1].partition(":")[0]
+
+
+@pytest.mark.parametrize("vector", VECTORS["canonical"], ids=lambda v: v["id"])
+def test_the_javascript_vectors_hash_alike_through_tool_calls(vector: dict[str, str]) -> None:
+    for _ in range(2):  # computed, then (when small enough) from the cache
+        call = ToolCall("read", revive(json.loads(vector["input"])))
+        assert call.args_hash == "read:" + vector["sha256"]
+
+
+@pytest.mark.parametrize("case", VECTORS["tool_names"], ids=lambda c: ascii(c["name"]))
+def test_tool_names_normalise_as_javascript_does_twice(case: dict[str, str]) -> None:
+    assert normalize_tool(case["name"]) == normalize_tool(case["name"]) == case["normalized"]
+
+
+def test_equal_arguments_share_one_interned_signature() -> None:
+    a = ToolCall("read", {"path": "/same"})
+    b = ToolCall("read", {"path": "/same"})
+    assert a.args_hash is b.args_hash
+
+
+def test_a_dict_key_order_does_not_change_the_signature() -> None:
+    assert call_signature("t", {"a": 1, "b": 2}) == call_signature("t", {"b": 2, "a": 1})
+
+
+def test_the_caches_stay_bounded_and_right_after_they_empty() -> None:
+    limit = hashing._CACHE_ENTRIES
+    for i in range(limit + 50):
+        assert call_signature("read", {"path": f"/f/{i}"})[1] == args_hash(
+            "read", {"path": f"/f/{i}"}
+        )
+        assert normalize_tool(f"Tool{i}") == f"tool{i}"
+    assert len(hashing._SIGNATURES) <= limit
+    assert len(hashing._TOOL_NAMES) <= limit
+    assert call_signature("read", {"path": "/f/0"})[1] == args_hash("read", {"path": "/f/0"})
+
+
+def test_long_tool_names_are_normalised_without_being_cached() -> None:
+    name = "  " + "X" * (hashing._CACHED_NAME_CHARS + 1)
+    assert normalize_tool(name) == "x" * (hashing._CACHED_NAME_CHARS + 1)
+    assert name not in hashing._TOOL_NAMES
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["plain", "", "cut \ud83d", "\udc00 lone low", "emoji \U0001f600", 'quote " and \\'],
+)
+def test_the_rule_8_hash_is_the_digest_of_details_and_text(text: str) -> None:
+    details: dict[str, JSON] = {"ok": True, "n": 1.5}
+    outcome = Outcome.result({"content": [{"type": "text", "text": text}], "details": details})
+    assert result_hash("read", {"path": "/a"}, outcome) == digest(
+        {"details": details, "text": text}
+    )
+
+
+def test_a_bad_tool_is_reported_before_a_bad_want_verdict() -> None:
+    event = {"type": "tool_call", "run_id": "r", "event_id": "e", "seq": 1, "tool": 3}
+    with pytest.raises(InvalidEvent) as err:
+        parse_event({**event, "args": {}, "want_verdict": 1})
+    assert err.value.reason == "invalid_tool"
+
+
+def test_a_tool_call_id_must_be_a_string() -> None:
+    event = {"type": "tool_call", "run_id": "r", "event_id": "e", "seq": 1, "tool": "t"}
+    with pytest.raises(InvalidEvent) as err:
+        parse_event({**event, "args": {}, "tool_call_id": 5})
+    assert (err.value.reason, err.value.detail) == (
+        "invalid_field",
+        "tool_call_id must be a string, got int",
+    )

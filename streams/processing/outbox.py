@@ -110,22 +110,26 @@ class BatchOutbox:
     async def send(self, *, urgent: bool) -> None:
         """Hand every queued message to the producer (delivery is awaited at commit time).
 
-        A batch built by hand is closed, so aiokafka sends it at once whatever the linger:
-        `urgent` (a verdict inside) needs nothing more.
+        Each batch is closed before it is handed over: aiokafka sends a closed batch as soon
+        as its connection is free, while an open one waits out the producer's linger (5 ms,
+        app.py) like any record, so `urgent` (a verdict inside) needs nothing more.
         """
         del urgent
         if not self._pending:
             return
         producer = started_producer(self._app)
         pending, self._pending = self._pending, {}
+        topic = self._topic
         for partition, messages in pending.items():
             batch = producer.create_batch()
             for key, value in messages:
                 if batch.append(key=key, value=value, timestamp=None) is None:
-                    self._track(await producer.send_batch(batch, self._topic, partition=partition))
+                    batch.close()
+                    self._track(await producer.send_batch(batch, topic, partition=partition))
                     batch = producer.create_batch()
                     batch.append(key=key, value=value, timestamp=None)
-            self._track(await producer.send_batch(batch, self._topic, partition=partition))
+            batch.close()
+            self._track(await producer.send_batch(batch, topic, partition=partition))
 
     def _track(self, fut: asyncio.Future[Any]) -> None:
         inflight = self._inflight

@@ -27,6 +27,7 @@ from loopguard.streams.worker.broker_watch import (
 )
 from loopguard.streams.worker.exactly_once import TransactionalOutbox
 from loopguard.streams.worker.faust.internals import QuietWorker
+from loopguard.streams.worker.memory import HeapTrimmer, glibc_malloc_trim
 
 __all__ = ["assemble", "ensure_topics", "run_worker"]
 
@@ -73,6 +74,8 @@ def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring
     )
     processor = RunProcessor(wiring, settings, _policy(settings), metrics, outbox)
     install_agent(wiring, processor, settings)
+    if settings.malloc_trim:  # last hook: after the checkpoint and its producer drain
+        wiring.app.before_commit.append(HeapTrimmer(glibc_malloc_trim()).after_checkpoint)
     return wiring, processor
 
 

@@ -1,0 +1,85 @@
+"""Hand the memory the C allocator keeps after frees back to the system, after each commit.
+
+A checkpoint writes every changed run at once (one ~1 KB changelog value per run, plus
+Faust's and aiokafka's objects around each record), and a batch decodes up to
+`LOOPGUARD_BATCH_MAX_EVENTS` messages; all of it is freed soon after, but glibc's malloc
+keeps freed heap memory for reuse, so the worker's resident size follows its processing peaks,
+not what it holds (docs/performance.md, "Memory"). `malloc_trim(0)` (glibc only, malloc(3))
+returns the free pages of every arena to the kernel. The worker calls it once per offset
+commit, after the checkpoint and the producer drain (`before_commit` hooks run in order, and
+this one is added last), when the changelog burst of that checkpoint has been handed over.
+`LOOPGUARD_MALLOC_TRIM=false` turns it off; on a C library other than glibc it does nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from collections.abc import Callable
+from time import monotonic, perf_counter
+
+__all__ = ["HeapTrimmer", "glibc_malloc_trim"]
+
+log = logging.getLogger(__name__)
+
+# Faust commits every 2.8 s by default and also every 10,000 acked messages; on a fast
+# worker that is several commits a second. Trimming more often than this buys nothing: the
+# next batches take the pages back.
+MIN_INTERVAL_S = 1.0
+
+
+def glibc_malloc_trim() -> Callable[[int], int] | None:
+    """glibc's `malloc_trim(pad)`, or None when this process's C library is not glibc."""
+    try:
+        version = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"; absent on musl and macOS
+    except (ValueError, OSError, AttributeError):
+        return None
+    if not version or not version.startswith("glibc"):
+        return None
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # the loaded libc's symbols
+    if trim is None:
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim  # type: ignore[no-any-return]  # a ctypes function: (int) -> int
+
+
+class HeapTrimmer:
+    """Calls a `malloc_trim` at most once per `min_interval_s` (a no-op without one)."""
+
+    def __init__(
+        self,
+        trim: Callable[[int], int] | None,
+        min_interval_s: float = MIN_INTERVAL_S,
+        clock: Callable[[], float] = monotonic,
+    ) -> None:
+        self._trim = trim
+        self._min_interval_s = min_interval_s
+        self._clock = clock
+        self._last: float | None = None
+        self.trims = 0  # how many times it ran (the memory probe reports it)
+        self.seconds = 0.0  # and how long they took in all
+
+    @property
+    def enabled(self) -> bool:
+        """True when there is a `malloc_trim` to call (glibc)."""
+        return self._trim is not None
+
+    def trim(self) -> bool:
+        """Trim now unless the last trim was under `min_interval_s` ago; True when it ran."""
+        if self._trim is None:
+            return False
+        now = self._clock()
+        if self._last is not None and now - self._last < self._min_interval_s:
+            return False
+        self._last = now
+        started = perf_counter()
+        self._trim(0)
+        self.trims += 1
+        self.seconds += perf_counter() - started
+        return True
+
+    async def after_checkpoint(self) -> None:
+        """The last `before_commit` hook: trim once the hooks before it have checkpointed."""
+        self.trim()

@@ -6,7 +6,8 @@
     python bench/memory.py --slope    # also 2,500 runs (same calls per run): per-run slope
     python bench/memory.py --runs 1000 5000 10000 --store memory:// --probe
     python bench/memory.py --slope --probe --table-options '{"write_buffer_size": 2097152}' \
-        --patches evict,trim --order run-major   # candidate savings
+        --patches rightsize_args --order run-major   # candidate savings
+    python bench/memory.py --variant 'trim-off:LOOPGUARD_MALLOC_TRIM=false'  # A/B, same run
 
 Starts the bundled broker on 127.0.0.1; each worker (subprocess, fresh topics and group) is
 started over empty topics, its RSS read from /proc once it idles in its group, then the bench
@@ -25,6 +26,9 @@ store's dict), glibc and pymalloc free-but-kept memory, and what malloc_trim giv
 and agent changes, bench/memory_patches.py) measure savings without editing streams/ or
 detectors/; `--order run-major` sends each run's calls together, so few runs are touched
 between two checkpoints, where the default interleaving touches every run between any two.
+`--variant LABEL:KEY=VALUE ...` (repeatable) also measures workers with that environment,
+interleaved with the base workers (worker i of each variant right after the base's), and
+prints one more line per variant with its figure beside the base's: the same-run ratio.
 
 `--order fleet` gives the events the timestamps of a fleet (the worker's clock is the record
 timestamps: stream time): the N runs start one after another over 15 minutes of stream time,
@@ -116,6 +120,7 @@ async def one_worker(
     records: list[tuple[bytes, bytes]],
     workdir: Path,
     options: argparse.Namespace,
+    extra_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """RSS growth (bytes) of one fresh worker over these records, plus its probe reports."""
     source = f"mem{tag}.tool-calls"
@@ -140,6 +145,7 @@ async def one_worker(
     for item in options.env:
         key, _, value = item.partition("=")
         env[key] = value
+    env.update(extra_env or {})
     if options.table_options:
         env["MEMPROBE_TABLE_OPTIONS"] = options.table_options
     if options.patches:
@@ -176,12 +182,19 @@ async def one_worker(
         else:
             await prefill(broker.bootstrap, source, records)
         deadline = time.monotonic() + 600
-        while await asyncio.to_thread(_events_done, web) < len(records):
+        while True:
+            try:  # a busy worker on a loaded host may answer /metrics late: ask again
+                if await asyncio.to_thread(_events_done, web) >= len(records):
+                    break
+            except OSError:
+                pass
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"worker did not finish, see {log.name}")
             await asyncio.sleep(0.2)
         await asyncio.sleep(1)
         after = rss_bytes(proc.pid)
+        await asyncio.sleep(3)  # past one more commit (Faust's 2.8 s): its checkpoint and trim
+        out["settled"] = rss_bytes(proc.pid)
         if options.probe:
             out["probe_after"] = await asyncio.to_thread(_probe, web, True)
     finally:
@@ -235,6 +248,12 @@ def breakdown(n: int, results: list[dict[str, Any]]) -> dict[str, Any]:
         )
         parts["store_sets_per_run"] = per_run(
             lambda r: after(r, "changelog_applied", "store_sets"), 2
+        )
+    if "trims" in results[0]["probe_after"]:
+        trims = [r["probe_after"]["trims"] for r in results]
+        parts["malloc_trims"] = round(statistics.median(t["count"] for t in trims))
+        parts["malloc_trim_ms_mean"] = round(
+            statistics.median(1000 * t["seconds"] / max(1, t["count"]) for t in trims), 2
         )
     if "checkpoints" in results[0]["probe_after"]:
         parts["checkpoints"] = round(statistics.median(after(r, "checkpoints") for r in results))
@@ -295,6 +314,10 @@ async def main() -> None:
     )  # fmt: skip
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra environment for the worker")  # fmt: skip
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL:KEY=VALUE ...",
+                    help="also measure workers with this environment (space-separated), "
+                    "interleaved with the base workers; each gets a ratio to the base",
+    )  # fmt: skip
     args = ap.parse_args()
     if args.tracemalloc:
         args.probe = True
@@ -305,21 +328,98 @@ async def main() -> None:
     records = {n: workload(n * per_run, runs=n) for n in counts}
     if args.order == "run-major":  # each run's events together (stable: per-run order kept)
         records = {n: sorted(r, key=lambda kv: int(kv[0][4:])) for n, r in records.items()}
+    variants = [("base", {}), *(parse_variant(v) for v in args.variant)]
     workdir = Path(tempfile.mkdtemp(prefix="loopguard-memory-"))
-    results: dict[int, list[dict[str, Any]]] = {n: [] for n in counts}
+    by_variant: dict[str, dict[int, list[dict[str, Any]]]] = {
+        label: {n: [] for n in counts} for label, _ in variants
+    }
     try:
         with EmbeddedBroker(log_dir=workdir) as broker:
-            for i in range(workers):  # interleaved, so drift hits every N alike
+            for i in range(workers):  # interleaved, so drift hits every N and variant alike
                 for n in counts:
-                    r = await one_worker(broker, f"{n}-{i}", records[n], workdir, args)
-                    print(f"# {n:,} runs, worker {i}: {r['growth'] / n:,.0f} B per active run"
-                          f" (RSS {r['before'] / 2**20:.1f} -> {r['after'] / 2**20:.1f} MiB)",
-                          file=sys.stderr)  # fmt: skip
-                    results[n].append(r)
+                    for v, (label, extra) in enumerate(variants):
+                        tag = f"{n}-{i}" + (f"-v{v}" if v else "")
+                        r = await one_worker(broker, tag, records[n], workdir, args, extra)
+                        print(f"# {n:,} runs, worker {i} ({label}): {r['growth'] / n:,.0f} B per"
+                              f" active run (RSS {r['before'] / 2**20:.1f} ->"
+                              f" {r['after'] / 2**20:.1f} MiB)", file=sys.stderr)  # fmt: skip
+                        by_variant[label][n].append(r)
     except BaseException:
         print(f"# kept {workdir} (worker logs)", file=sys.stderr)
         raise
     shutil.rmtree(workdir, ignore_errors=True)
+    report(args, per_run, counts, records, by_variant["base"])
+    for label, extra in variants[1:]:
+        compare(label, extra, counts, by_variant["base"], by_variant[label])
+        if args.probe:
+            for n in counts:
+                print(json.dumps({**breakdown(n, by_variant[label][n]), "variant": label}))
+
+
+def parse_variant(text: str) -> tuple[str, dict[str, str]]:
+    """`LABEL:KEY=VALUE KEY=VALUE` as (label, environment)."""
+    label, sep, rest = text.partition(":")
+    if not sep or not label:
+        raise SystemExit(f"--variant {text!r}: expected LABEL:KEY=VALUE ...")
+    env = {}
+    for item in rest.split():
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise SystemExit(f"--variant {text!r}: {item!r} is not KEY=VALUE")
+        env[key] = value
+    return label, env
+
+
+def compare(
+    label: str,
+    extra: dict[str, str],
+    counts: list[int],
+    base: dict[int, list[dict[str, Any]]],
+    results: dict[int, list[dict[str, Any]]],
+) -> None:
+    """One JSON line per variant: its per-run figure at each N beside the base's, same run."""
+    points = []
+    for n in counts:
+        mine = statistics.median(r["growth"] / n for r in results[n])
+        theirs = statistics.median(r["growth"] / n for r in base[n])
+        settled = statistics.median((r["settled"] - r["before"]) / n for r in results[n])
+        base_settled = statistics.median((r["settled"] - r["before"]) / n for r in base[n])
+        points.append(
+            {
+                "active_runs": n,
+                "median": round(mine),
+                "runs": [round(r["growth"] / n) for r in results[n]],
+                "base_median": round(theirs),
+                "base_runs": [round(r["growth"] / n) for r in base[n]],
+                "ratio_to_base": round(mine / theirs, 3),
+                # 3 s later, past one more commit: what a quiet worker keeps
+                "settled_median": round(settled),
+                "base_settled_median": round(base_settled),
+                "settled_ratio_to_base": round(settled / base_settled, 3),
+            }
+        )
+    line: dict[str, Any] = {
+        "workload": "memory",
+        "figure": "rss_bytes_per_active_run_variant",
+        "variant": label,
+        "env": extra,
+        "points": points,
+    }
+    if len(counts) > 1:
+        fit = [(n, float(statistics.median(r["growth"] for r in results[n]))) for n in counts]
+        slope, intercept = statistics.linear_regression(*zip(*fit, strict=True))
+        line.update(slope=round(slope), intercept_bytes=round(intercept))
+    print(json.dumps(line))
+
+
+def report(
+    args: argparse.Namespace,
+    per_run: int,
+    counts: list[int],
+    records: dict[int, list[tuple[bytes, bytes]]],
+    results: dict[int, list[dict[str, Any]]],
+) -> None:
+    """The base workers' lines: the figure at the largest N, the slope, the breakdowns."""
     top = counts[-1]
     values = [r["growth"] / top for r in results[top]]
     med = statistics.median(values)

@@ -1,16 +1,21 @@
 """Candidate memory savings, applied by monkeypatching (measurement only; nothing is changed).
 
+(`evict` and `trim` were measured here first and are now settings:
+`LOOPGUARD_RUN_CACHE_IDLE_SECONDS=0` evicts every written run, `LOOPGUARD_MALLOC_TRIM`
+trims after each checkpoint; bench/memory.py `--env`/`--variant` measures them.)
+
 Each patch stands for a small diff to detectors/ or streams/, so that bench/memory.py
 (`--patches`, in the worker) can measure it before
 anyone edits those packages. (Interned tool names and hashes, and completed records without
 a tool_call_id, were measured here first and are now in detectors/.)
-`apply(names, processor=None)` applies a comma-separated list:
+`apply(names)` applies a comma-separated list:
 
     pack_cache=N     detectors.state._pack memo of N entries instead of 4,096 (to_json)
-    unpack_cache=N   detectors.state._unpack memo likewise (from_json: every load with evict)
-    evict            RunProcessor drops a run from its cache once a checkpoint wrote it
-                     (the next event of the run reads it back from the table)
-    trim             glibc malloc_trim(0) after every checkpoint (returns freed heap pages)
+    unpack_cache=N   detectors.state._unpack memo likewise (from_json: every cache miss)
+    rightsize_args   detectors.canonical's orjson output copied to its length (the signature
+                     cache keeps canonical args: orjson >= 3.12 returns bytes whose buffer is
+                     4 KB and up whatever the length, and never shrinks it)
+    rightsize_values detectors.jsjson's likewise (table values, decisions, dead letters)
 """
 
 from __future__ import annotations
@@ -23,9 +28,30 @@ __all__ = ["PATCHES", "apply"]
 PATCHES = (
     "pack_cache",
     "unpack_cache",
-    "evict",
-    "trim",
+    "rightsize_args",
+    "rightsize_values",
 )
+
+
+class _RightSized:
+    """orjson with `dumps` copying its result into a bytes object of the exact length."""
+
+    def __getattr__(self, name: str) -> Any:
+        import orjson
+
+        return getattr(orjson, name)
+
+    @staticmethod
+    def dumps(*args: Any, **kwargs: Any) -> bytes:
+        import orjson
+
+        return bytes(memoryview(orjson.dumps(*args, **kwargs)))
+
+
+def _rightsize(module_name: str) -> None:
+    import importlib
+
+    importlib.import_module(module_name).orjson = _RightSized()
 
 
 def _pack_cache(size: int) -> None:
@@ -40,36 +66,8 @@ def _unpack_cache(size: int) -> None:
     state._unpack = lru_cache(maxsize=size)(state._unpack.__wrapped__)
 
 
-def _evict(processor: Any) -> None:
-    checkpoint = processor.checkpoint
-
-    def checkpoint_and_evict() -> None:
-        held = processor.driver.partitions
-        written = {p: list(runs.dirty) for p, runs in held.items() if runs.dirty}
-        checkpoint()
-        for partition, keys in written.items():
-            live = held[partition].live
-            for key in keys:
-                live.pop(key, None)
-
-    processor.checkpoint = checkpoint_and_evict
-
-
-def _trim(processor: Any) -> None:
-    import ctypes
-
-    libc = ctypes.CDLL("libc.so.6")
-    checkpoint = processor.checkpoint
-
-    def checkpoint_and_trim() -> None:
-        checkpoint()
-        libc.malloc_trim(0)
-
-    processor.checkpoint = checkpoint_and_trim
-
-
-def apply(names: str, processor: Any = None) -> list[str]:
-    """Apply the named patches (`evict`, `trim` only with a processor); the names applied."""
+def apply(names: str) -> list[str]:
+    """Apply the named patches (comma-separated); the names applied."""
     done = []
     for item in filter(None, (n.strip() for n in names.split(","))):
         name, _, arg = item.partition("=")
@@ -77,10 +75,10 @@ def apply(names: str, processor: Any = None) -> list[str]:
             _pack_cache(int(arg or 4096))
         elif name == "unpack_cache":
             _unpack_cache(int(arg or 4096))
-        elif name in ("evict", "trim"):
-            if processor is None:
-                continue
-            (_evict if name == "evict" else _trim)(processor)
+        elif name == "rightsize_args":
+            _rightsize("loopguard.detectors.canonical")
+        elif name == "rightsize_values":
+            _rightsize("loopguard.detectors.jsjson")
         else:
             raise ValueError(f"unknown patch {name!r}; known: {', '.join(PATCHES)}")
         done.append(item)

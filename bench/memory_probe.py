@@ -16,7 +16,7 @@ Runs exactly `loopguard worker` (same environment, same code), plus one web page
 `streams.worker.assemble` to reach the app and processor. With MEMPROBE_TABLE_OPTIONS (a JSON
 object, e.g. {"write_buffer_size": 4194304}) it passes `options=` to the run-state table, the
 hook Faust offers for RocksDB options (faust/stores/rocksdb.py: RocksDBOptions). With
-MEMPROBE_PATCHES (e.g. "evict,trim") it applies bench/memory_patches.py's
+MEMPROBE_PATCHES (e.g. "rightsize_args,rightsize_values") it applies bench/memory_patches.py's
 candidate savings first.
 """
 
@@ -238,6 +238,12 @@ def report(probe: dict[str, Any], trim: bool) -> dict[str, Any]:
     out["table"] = rocksdb_info(wiring.table)
     out["changelog_applied"] = dict(_CHANGELOG_APPLIED)  # table rows read back from Kafka
     out["checkpoints"] = probe["checkpoints"]
+    from loopguard.streams.worker.memory import HeapTrimmer
+
+    for hook in wiring.app.before_commit:  # the worker's malloc_trim (LOOPGUARD_MALLOC_TRIM)
+        trimmer = getattr(hook, "__self__", None)
+        if isinstance(trimmer, HeapTrimmer):
+            out["trims"] = {"count": trimmer.trims, "seconds": trimmer.seconds}
     out["table_writes"] = probe["table_writes"]
     out["smaps"] = smaps()
     out["malloc"] = malloc_info()
@@ -297,23 +303,23 @@ def _install() -> None:
     from bench.memory_patches import apply
 
     patches = os.environ.get("MEMPROBE_PATCHES", "")
-    apply(patches)  # the engine's; those of the processor once it exists
+    apply(patches)
     original = worker.assemble
     probe: dict[str, Any] = {}
 
     def assemble(settings: Any, metrics: Any = None) -> Any:
         wiring, processor = original(settings, metrics)
         probe.update(wiring=wiring, processor=processor, checkpoints=0, table_writes=0)
-        checkpoint = processor.checkpoint
+        driver = processor.driver
+        take_dirty = driver.take_dirty  # every checkpoint (locked or not) starts here
 
-        def counted() -> None:  # how often states are written (memtable versions)
+        def counted() -> Any:  # how often states are written (memtable versions)
+            taken = take_dirty()
             probe["checkpoints"] += 1
-            held = processor.driver.partitions.values()
-            probe["table_writes"] += sum(len(runs.dirty) for runs in held)
-            checkpoint()
+            probe["table_writes"] += len(taken)
+            return taken
 
-        processor.checkpoint = counted  # type: ignore[method-assign]
-        apply(",".join(p for p in patches.split(",") if p in ("evict", "trim")), processor)
+        driver.take_dirty = counted  # type: ignore[method-assign]
 
         @wiring.app.page("/memprobe")
         async def memprobe(self: Any, request: Any) -> Any:

@@ -11,11 +11,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from loopguard.config import Policy
-from loopguard.detectors import CONFIGURABLE, Decision, Event, hash_outcome
+from loopguard.detectors import (
+    CONFIGURABLE,
+    Decision,
+    Event,
+    detect,
+    effective_agent,
+    hash_outcome,
+    is_duplicate,
+)
 from loopguard.streams.audit.replay import Rejected, Replayer
 
 __all__ = ["CompareReport", "RunOutcome", "compare", "render_summary"]
@@ -157,8 +165,14 @@ def compare(
     candidate: Policy,
     items: Iterable[tuple[int, bytes]],
     idle_ttl_ms: int | None = None,
+    *,
+    share_runs: bool = True,
 ) -> CompareReport:
-    """Replay both policies over `items` in one pass and collect the differences."""
+    """Replay both policies over `items` in one pass and collect the differences.
+
+    `share_runs` (the default) holds a run once while both policies would leave it in the
+    same state (see `_Shared`); off, every event goes to both sides. The report is the same.
+    """
     sides = (
         Replayer(current, idle_ttl_ms=idle_ttl_ms),
         Replayer(candidate, idle_ttl_ms=idle_ttl_ms),
@@ -171,6 +185,7 @@ def compare(
     shared_hash = current.semantics == candidate.semantics == CONFIGURABLE and (
         candidate.channel_tools == tools
     )
+    shared = _Shared(first, second) if share_runs else None
     for pos, raw in items:
         ev = first.decode(pos, raw)
         if isinstance(ev, Rejected):
@@ -178,11 +193,85 @@ def compare(
         if shared_hash:
             ev = hash_outcome(ev, tools)
         second.stream_ms = first.stream_ms  # same line, same stream time
+        if shared is not None and shared.holds(ev):
+            out = first.feed_event(ev)
+            _account(report, ev, first, (out, out))
+            continue
         outs = (first.feed_event(ev), second.feed_event(ev))
         _account(report, ev, first, outs)
     report.events = first.stats.events
     report.rejected = first.stats.rejected
     return report
+
+
+# The Thresholds fields that only `detect` reads (detectors/engine.py and detectors/rules/):
+# two policies that differ in nothing else change a run's state alike whenever their verdicts
+# on a call are equal.
+_DETECT_ONLY = (
+    "enabled",
+    "warning_threshold",
+    "critical_threshold",
+    "unknown_tool_threshold",
+    "global_circuit_breaker_threshold",
+    "generic_repeat",
+    "known_poll_no_progress",
+    "ping_pong",
+)
+_SAME, _DETECT_DIFFERS, _OTHER_DIFFERS = 0, 1, 2
+
+
+class _Shared:
+    """Runs held once, by the current side's replayer, while both policies agree on them.
+
+    A run is shared until an event on which the two policies could change it differently:
+    a call on which their verdicts differ (or one of an agent whose thresholds differ beyond
+    `_DETECT_ONLY`, or with life events held). The candidate side then takes a copy of the
+    run's state before that event (`Replayer.adopt`) and both sides replay the run from there
+    on, as they would have from the start. Until then each event costs one engine step and
+    one more `detect`, instead of two steps: most runs of a fleet never diverge.
+    """
+
+    def __init__(self, first: Replayer, second: Replayer) -> None:
+        self.first = first
+        self.second = second
+        self.forked: set[str] = set()
+        self._kinds: dict[str | None, int] = {}
+
+    def holds(self, ev: Event) -> bool:
+        """True when `ev` applies to a shared run and keeps it shared (feed the first side
+        only; the candidate's decisions are the same); False after forking the run."""
+        if ev.run_id in self.forked:
+            return False
+        run = self.first.live_run(ev.run_id)
+        state = run.state
+        if is_duplicate(state, ev):
+            return True
+        agent = effective_agent(state, ev)
+        kind = self._kinds.get(agent)
+        if kind is None:
+            kind = self._kinds[agent] = self._kind(agent)
+        if kind == _SAME:
+            return True
+        if kind == _DETECT_DIFFERS and not state.held:
+            call = ev.call
+            if ev.type != "tool_call" or call is None:
+                return True
+            a, b = self.first.thresholds(agent), self.second.thresholds(agent)
+            if detect(state, call, a) == detect(state, call, b):
+                return True
+        self.forked.add(ev.run_id)
+        self.second.adopt(ev.run_id, run)
+        return False
+
+    def _kind(self, agent: str | None) -> int:
+        a, b = self.first.thresholds(agent), self.second.thresholds(agent)
+        if a == b:
+            return _SAME
+        if a.semantics == b.semantics == CONFIGURABLE and b == replace(
+            a, **{name: getattr(b, name) for name in _DETECT_ONLY}
+        ):
+            return _DETECT_DIFFERS
+        return _OTHER_DIFFERS
 
 
 def _account(
@@ -204,7 +293,9 @@ def _account(
     state = first.state_of(ev.run_id)
     agent = (state.agent_id if state is not None else None) or ev.agent_id or "-"
     run.agent_id = agent
-    events = (_loop_events(outs[0]), _loop_events(outs[1]))
+    same = outs[0] is outs[1]  # a shared run: one list of decisions for both sides
+    found_first = _loop_events(outs[0])
+    events = (found_first, found_first if same else _loop_events(outs[1]))
     for side, found in enumerate(events):
         run.decisions[side] += len(found)
         for detector, action, tool in found:
@@ -212,6 +303,8 @@ def _account(
                 report.counts[(side, dim, key, action)] += 1
             if run.first[side] is None and action in ("block", "abort"):
                 run.first[side] = (run.calls, detector, action)
+    if same or events[0] == events[1]:
+        return  # nothing gained or lost
     a, b = Counter(events[0]), Counter(events[1])
     for label, diff in (("gained", b - a), ("lost", a - b)):
         for (detector, _, tool), n in diff.items():

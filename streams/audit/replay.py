@@ -210,6 +210,19 @@ class Replayer:
         run: LiveRun = self.driver.load(0, run_key(ev.run_id))
         return run.state
 
+    def live_run(self, run_id: str) -> LiveRun:
+        """The run as its next event sees it: loaded, fresh when new or idle past the TTL."""
+        return self.driver.load(0, run_key(run_id))
+
+    def adopt(self, run_id: str, run: LiveRun) -> None:
+        """Hold a copy of `run` (another replayer's) as this run (`compare` forks a run it
+        held once for both policies)."""
+        state = RunState()
+        state.restore(run.state.save())  # containers copied, immutable records shared
+        key = run_key(run_id)
+        self._runs.cold.pop(key, None)
+        self._runs.live[key] = LiveRun(state, run.stamp_ms)
+
     def observe_time(self, obj: object) -> int | None:
         """Advance stream time with a decoded line's `ts` (every decodable line counts)."""
         if self.idle_ttl_ms is None or type(obj) is not dict:

@@ -75,13 +75,13 @@ def js_trim(s: str) -> str:
 # Per-process caches of the two values every tool event recomputes (docs/performance.md,
 # "Our own per-event cost"): tool names are few, and a looping run repeats its arguments, so
 # most lookups hit. Both are bounded (emptied when full) and keyed by exactly what determines
-# the value (the raw name; the normalised name and the canonical bytes), so a hit returns what
+# the value (the raw name; the normalised name and the canonical JSON), so a hit returns what
 # the computation would.
 _CACHE_ENTRIES: Final = 4096
 _CACHED_NAME_CHARS: Final = 128
-_CACHED_ARGS_BYTES: Final = 512
+_CACHED_ARGS_BYTES: Final = 256
 _TOOL_NAMES: dict[str, str] = {}
-_SIGNATURES: dict[tuple[str, bytes], str] = {}
+_SIGNATURES: dict[tuple[str, str], str] = {}
 
 
 def normalize_tool(name: str) -> str:
@@ -110,7 +110,9 @@ def call_signature(tool: str, args: JSON | _Undefined) -> tuple[str, str]:
     body = canonical_json_bytes(args)
     if len(body) > _CACHED_ARGS_BYTES:
         return name, sys.intern(name + ":" + sha256(body).hexdigest())
-    key = (name, body)
+    # The key holds the text, not orjson's bytes: those keep orjson's whole output buffer
+    # (4 KB and more since orjson 3.12), which made 4,096 entries cost 17 MB of RSS.
+    key = (name, body.decode())
     signature = _SIGNATURES.get(key)
     if signature is None:
         signature = sys.intern(name + ":" + sha256(body).hexdigest())

@@ -229,9 +229,14 @@ async def _bench(args: argparse.Namespace, workdir: Path) -> None:
     policy = workdir / "openclaw.json"
     policy.write_bytes(orjson.dumps(POLICY))
     for wait in waits:
+        # The host's 1-minute load around each side: on a shared box it says how far the
+        # figures are the code's and how far the other jobs' (docs/performance.md).
+        load = [os.getloadavg()[0]]
         w = await _one_side(args, "worker", wait, policy, warmup, window, runs, workdir)
+        load.append(os.getloadavg()[0])
         r = await _one_side(args, "relay", wait, policy, warmup, window, runs, workdir)
-        _report(wait, w, r, args.broker)
+        load.append(os.getloadavg()[0])
+        _report(wait, w, r, args.broker, [round(x, 2) for x in load])
 
 
 async def _one_side(
@@ -268,7 +273,9 @@ async def _one_side(
         )  # fmt: skip
 
 
-def _report(wait: int, w: list[list[float]], r: list[list[float]], broker: str) -> None:
+def _report(
+    wait: int, w: list[list[float]], r: list[list[float]], broker: str, load: list[float]
+) -> None:
     """Per-window lines on stderr, one JSON line per figure on stdout."""
     for i, (wl, rl) in enumerate(zip(w, r, strict=True)):
         print(
@@ -278,7 +285,13 @@ def _report(wait: int, w: list[list[float]], r: list[list[float]], broker: str) 
             f"(lost {_lost([rl])[0]})",
             file=sys.stderr,
         )
-    lost = {"lost_per_run": _lost(w), "baseline_lost_per_run": _lost(r), "broker": broker}
+    print(f"# load average (1 min) before, between and after the sides: {load}", file=sys.stderr)
+    lost = {
+        "lost_per_run": _lost(w),
+        "baseline_lost_per_run": _lost(r),
+        "broker": broker,
+        "loadavg_1m": load,
+    }
     for fig, q in (("verdict_p50_ms", 0.5), ("verdict_p99_ms", 0.99)):
         print(_figure(fig, wait, [_pct(x, q) for x in w], [_pct(x, q) for x in r], **lost))
     print(_figure("verdict_max_ms", wait, [max(x) for x in w], [max(x) for x in r], **lost))

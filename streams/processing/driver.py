@@ -278,6 +278,14 @@ class RunDriver:
         state.restore(taken.saved)
         self._store.put(taken.partition, taken.key, encode_stored(state, taken.stamp_ms))
 
+    def untake(self, taken: Iterable[TakenRun]) -> None:
+        """Mark taken runs dirty again, those still cached: a checkpoint that did not write
+        them (cancelled, or its outputs failed) leaves them to the next one."""
+        for t in taken:
+            runs = self._partitions.get(t.partition)
+            if runs is not None and runs.live.get(t.key) is t.run:
+                runs.mark_dirty(t.key, t.run)
+
     def evict_idle(self) -> None:
         """Move runs quiet for the cache idle time, and written, out of memory (stream time)."""
         for runs in self._partitions.values():

@@ -25,7 +25,7 @@ rebalance never leaves a stale copy.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from time import perf_counter
 from typing import Any
 
@@ -138,25 +138,31 @@ class RunProcessor:
                 if not taken:  # no run changed, so no decision was sent since the last one
                     return limits
                 delivery = self._outbox.delivery()
-            await delivery.wait()
-            await self._write(taken)
+            written = 0
+            try:
+                await delivery.wait()
+                for written in self._write(taken):  # noqa: B007  # read in `finally`
+                    await drain_producer_buffer(self._w.app)  # the agent's batches run meanwhile
+            finally:
+                # Cancelled (the worker stopping) or outputs lost: what was not written is the
+                # next checkpoint's, or a later commit would pass its events without it.
+                self.driver.untake(taken[written:])
             self.driver.evict_idle()
             return limits
 
-    async def _write(self, taken: list[TakenRun]) -> None:
-        """Write the taken runs in slices; every slice handed to the producer before the next.
-
-        Table writes queue in Faust's producer buffer: drained fully, so no offset is
-        committed ahead of its state.
-        """
-        write, app = self.driver.write_taken, self._w.app
+    def _write(self, taken: list[TakenRun]) -> Iterator[int]:
+        """Write the taken runs in slices of WRITE_SLICE_S; after each (and the last), yield
+        how many are written: the caller drains Faust's producer buffer then, so the slice's
+        changelog records are handed on before the next and no offset is committed ahead of
+        its state."""
+        write = self.driver.write_taken
         slice_end = perf_counter() + WRITE_SLICE_S
-        for run in taken:
+        for n, run in enumerate(taken, 1):
             write(run)
             if perf_counter() >= slice_end:
-                await drain_producer_buffer(app)  # the agent's batches run meanwhile
+                yield n
                 slice_end = perf_counter() + WRITE_SLICE_S
-        await drain_producer_buffer(app)
+        yield len(taken)
 
     def checkpoint(self) -> None:
         """Write each changed run's state to the table, then evict the idle ones from memory."""

@@ -157,6 +157,20 @@ async def test_a_partition_forgotten_during_the_checkpoint_is_neither_written_no
     assert (worker.committed(), worker.table) == ([], {})
 
 
+async def test_a_checkpoint_cancelled_before_it_wrote_leaves_its_runs_to_the_next_one(
+    worker: Worker,
+) -> None:
+    await worker.batch(RUNS, seq=1)
+    commit = asyncio.ensure_future(worker.rig.consumer.commit())
+    await worker.outbox.waiting.wait()
+    commit.cancel()  # the worker stopping while the checkpoint waits
+    with pytest.raises(asyncio.CancelledError):
+        await commit
+    worker.outbox.opened.set()
+    await worker.rig.consumer.commit()  # the stop's last commit
+    assert (worker.committed(), [worker.stored_seq(r) for r in RUNS]) == ([4], [1, 1, 1, 1])
+
+
 async def test_exactly_once_keeps_batches_out_until_the_checkpoint_is_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

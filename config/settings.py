@@ -148,7 +148,8 @@ class Settings(KafkaSecuritySettings):
     data_dir: Path = Path("data")
     run_idle_ttl_seconds: float = Field(default=1_800.0, gt=0)
     run_cache_idle_seconds: float = Field(default=60.0, ge=0)
-    # glibc's malloc_trim after each checkpoint (streams/worker/memory.py); no-op elsewhere.
+    # glibc: malloc_trim after each checkpoint and a fixed mmap threshold
+    # (streams/worker/memory.py); no-op elsewhere.
     malloc_trim: bool = True
 
     # Input handling.

@@ -8,7 +8,15 @@ not what it holds (docs/performance.md, "Memory"). `malloc_trim(0)` (glibc only,
 returns the free pages of every arena to the kernel. The worker calls it once per offset
 commit, after the checkpoint and the producer drain (`before_commit` hooks run in order, and
 this one is added last), when the changelog burst of that checkpoint has been handed over.
-`LOOPGUARD_MALLOC_TRIM=false` turns it off; on a C library other than glibc it does nothing.
+
+glibc also raises its mmap threshold each time it frees a mapped block (mallopt(3),
+M_MMAP_THRESHOLD: "dynamic" up to 32 MiB), so after the first large buffers (the consumer's
+fetches, the producer's batches) are freed, later ones of the same size come from the heap
+and pin it. `fix_mmap_threshold` sets the threshold once at start (128 KiB, glibc's initial
+value), which also turns the dynamic adjustment off: large blocks stay mapped and go back to
+the system when freed.
+
+`LOOPGUARD_MALLOC_TRIM=false` turns both off; on a C library other than glibc they do nothing.
 """
 
 from __future__ import annotations
@@ -18,8 +26,9 @@ import logging
 import os
 from collections.abc import Callable
 from time import monotonic, perf_counter
+from typing import Any
 
-__all__ = ["HeapTrimmer", "glibc_malloc_trim"]
+__all__ = ["HeapTrimmer", "fix_mmap_threshold", "glibc_function", "glibc_malloc_trim"]
 
 log = logging.getLogger(__name__)
 
@@ -29,20 +38,35 @@ log = logging.getLogger(__name__)
 MIN_INTERVAL_S = 1.0
 
 
-def glibc_malloc_trim() -> Callable[[int], int] | None:
-    """glibc's `malloc_trim(pad)`, or None when this process's C library is not glibc."""
+M_MMAP_THRESHOLD = -3  # <malloc.h>
+MMAP_THRESHOLD_BYTES = 128 * 1024
+
+
+def glibc_function(name: str, *argtypes: type[Any]) -> Callable[..., int] | None:
+    """A function of this process's C library when that is glibc, else None."""
     try:
         version = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"; absent on musl and macOS
     except (ValueError, OSError, AttributeError):
         return None
     if not version or not version.startswith("glibc"):
         return None
-    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # the loaded libc's symbols
-    if trim is None:
+    function = getattr(ctypes.CDLL(None), name, None)  # the loaded libc's symbols
+    if function is None:
         return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return trim  # type: ignore[no-any-return]  # a ctypes function: (int) -> int
+    function.argtypes = list(argtypes)
+    function.restype = ctypes.c_int
+    return function  # type: ignore[no-any-return]  # a ctypes function returning int
+
+
+def glibc_malloc_trim() -> Callable[[int], int] | None:
+    """glibc's `malloc_trim(pad)`, or None when this process's C library is not glibc."""
+    return glibc_function("malloc_trim", ctypes.c_size_t)
+
+
+def fix_mmap_threshold(mallopt: Callable[[int, int], int] | None = None) -> bool:
+    """Fix glibc's mmap threshold at 128 KiB (not dynamic); True when glibc accepted it."""
+    mallopt = mallopt or glibc_function("mallopt", ctypes.c_int, ctypes.c_int)
+    return mallopt is not None and mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
 
 
 class HeapTrimmer:

@@ -27,7 +27,7 @@ from loopguard.streams.worker.broker_watch import (
 )
 from loopguard.streams.worker.exactly_once import TransactionalOutbox
 from loopguard.streams.worker.faust.internals import QuietWorker
-from loopguard.streams.worker.memory import HeapTrimmer, glibc_malloc_trim
+from loopguard.streams.worker.memory import HeapTrimmer, fix_mmap_threshold, glibc_malloc_trim
 
 __all__ = ["assemble", "ensure_topics", "run_worker"]
 
@@ -83,6 +83,8 @@ def run_worker(settings: Settings) -> int:
     """Create the topics and run a worker until it is stopped; returns the exit code."""
     policy_check = _policy(settings)  # fail before touching the broker
     del policy_check
+    if settings.malloc_trim:  # before the buffers it is for (streams/worker/memory.py)
+        fix_mmap_threshold()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     discard_orphaned_state(settings.worker_data_dir)  # left by a broker that lost its data

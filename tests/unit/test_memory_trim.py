@@ -1,4 +1,5 @@
-"""LOOPGUARD_MALLOC_TRIM: the worker hands glibc's free heap back after each checkpoint."""
+"""LOOPGUARD_MALLOC_TRIM: the worker hands glibc's free heap back after each checkpoint, and
+keeps large blocks mapped (a fixed mmap threshold) so that freeing them returns them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from loopguard.config.settings import Settings
-from loopguard.streams.worker.memory import HeapTrimmer, glibc_malloc_trim
+from loopguard.streams.worker.memory import (
+    M_MMAP_THRESHOLD,
+    HeapTrimmer,
+    fix_mmap_threshold,
+    glibc_malloc_trim,
+)
 from loopguard.streams.worker.run import assemble
 
 
@@ -94,3 +100,19 @@ def test_the_trim_can_be_switched_off(tmp_path: Path, monkeypatch: pytest.Monkey
     assert settings.malloc_trim is False
     wiring, processor = assemble(settings)
     assert wiring.app.before_commit == [processor.before_commit]
+
+
+def test_the_mmap_threshold_is_fixed_at_128_kib_through_mallopt() -> None:
+    calls: list[tuple[int, int]] = []
+
+    def fake_mallopt(param: int, value: int) -> int:
+        calls.append((param, value))
+        return 1
+
+    assert fix_mmap_threshold(fake_mallopt) is True
+    assert calls == [(M_MMAP_THRESHOLD, 128 * 1024)]
+    assert fix_mmap_threshold(lambda param, value: 0) is False  # glibc refused it
+
+
+def test_glibc_accepts_the_mmap_threshold() -> None:
+    assert fix_mmap_threshold() == _is_glibc()

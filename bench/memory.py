@@ -153,6 +153,7 @@ async def one_worker(
     if options.tracemalloc:
         env["PYTHONTRACEMALLOC"] = str(options.tracemalloc)
     probing = options.probe or bool(options.table_options or options.patches)
+    probing |= any(k.startswith("MEMPROBE_") for k in extra_env or {})  # a variant's patches
     argv = [str(PROBE)] if probing else ["-m", "loopguard.streams.main", "worker"]
     log = (workdir / f"worker-{tag}.log").open("wb")
     proc = subprocess.Popen(  # noqa: ASYNC220 -- a child we poll over HTTP, not await

@@ -18,7 +18,7 @@ import faust
 __all__ = ["RawSchema"]
 
 
-class RawSchema(faust.Schema):
+class RawSchema(faust.Schema[bytes, bytes]):
     """Keys and values of type bytes, with no serializer: the event holds the record's bytes."""
 
     def __init__(self) -> None:

@@ -4,6 +4,7 @@ of formats 1-2 (the stamp inside) still load and are written back enveloped."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import orjson
 import pytest
@@ -115,3 +116,17 @@ def test_an_old_values_stamp_still_expires_the_run() -> None:
     driver = _driver(store)
     driver.partition(0).advance(1_000_000 + TTL_MS + 1)
     assert driver.load(0, key).state == RunState()  # idle past the TTL since its old stamp
+
+
+def test_a_value_holds_no_more_memory_than_its_bytes() -> None:
+    """The encoder's output buffer is not kept alive by a stored value (orjson's is 4 KB+)."""
+    state = _state(1)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        values = [encode_stored(state, 1) for _ in range(50)]
+        grown = tracemalloc.take_snapshot().compare_to(before, "filename")
+    finally:
+        tracemalloc.stop()
+    per_value = sum(stat.size_diff for stat in grown) / len(values)
+    assert per_value < len(values[0]) + 200

@@ -25,6 +25,7 @@ rebalance never leaves a stale copy.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from time import perf_counter
 from typing import Any
@@ -43,7 +44,7 @@ from loopguard.streams.worker.faust.internals import (
     size_producer_buffer,
 )
 
-__all__ = ["RunProcessor", "install_agent"]
+__all__ = ["RunProcessor", "freeze_startup_heap", "install_agent"]
 
 # The checkpoint writes taken states for this long, then lets the agent's batches run (each
 # slice's changelog records then cost Faust's producer about as long again: docs/performance.md).
@@ -181,6 +182,18 @@ class RunProcessor:
                 del offsets[tp]
 
 
+def freeze_startup_heap() -> None:
+    """Collect once, then keep every object alive now out of the cyclic collector's scans.
+
+    What the worker built before its first batch (Faust, the app, every module) lives as long
+    as it does; frozen, a full collection no longer scans it. Measured on workload L: 75-93 ms
+    per full collection at ~100,000 objects, every few seconds at 1,000 calls/s, before; about
+    30 ms after (docs/performance.md, "On Apache Kafka").
+    """
+    gc.collect()
+    gc.freeze()
+
+
 def install_agent(wiring: Wiring, processor: RunProcessor, settings: Settings) -> None:
     """Register the detection agent (concurrency 1: it owns the table) and its hooks."""
     app = wiring.app
@@ -193,6 +206,7 @@ def install_agent(wiring: Wiring, processor: RunProcessor, settings: Settings) -
     @app.agent(wiring.inputs, name="loopguard-detect", concurrency=1)
     async def detect(stream: Any) -> None:
         """Consume both input topics in batches (the fast path: what is queued, no timer)."""
+        freeze_startup_heap()
         batches = (
             take_batches(stream, settings.batch_max_events)
             if settings.faust_fast_path

@@ -1,4 +1,5 @@
-"""The checkpoint writes while batches go on, and the commit after it stops at what it wrote.
+"""The checkpoint writes while batches go on, and the commit after it stops at what it wrote
+(and the worker's heap at its first batch leaves the cyclic collector's scans).
 
 Drives the worker's real Faust consumer (acks, `_new_offset`, `force_commit` with the
 checkpoint hook; tests/unit/faust_rig.py records the broker-side commit) and the worker's
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,7 @@ from loopguard.config.settings import Settings
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.processing.stored import decode_stored
 from loopguard.streams.wire.codec import run_key
-from loopguard.streams.worker.agent import RunProcessor
+from loopguard.streams.worker.agent import RunProcessor, freeze_startup_heap
 from tests.unit.faust_rig import TOPIC, TP0, Rig, build_rig, turns
 
 POLICY = load_policy({"tools": {"loopDetection": {"enabled": True}}})
@@ -193,3 +196,28 @@ async def test_exactly_once_keeps_batches_out_until_the_checkpoint_is_written(
             )
         finally:
             await rig.wiring.app.producer.buffer.stop()
+
+
+class Cycle:
+    """An object in a reference cycle: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_the_startup_heap_is_collected_then_frozen_out_of_later_collections() -> None:
+    garbage, kept = Cycle(), Cycle()
+    gone = weakref.ref(garbage)
+    del garbage
+    try:
+        freeze_startup_heap()
+        frozen = gc.get_freeze_count()
+        # Collected first (not frozen with the rest), the live one frozen: a full collection
+        # no longer scans it.
+        assert (gone(), frozen > 0, any(o is kept for o in gc.get_objects())) == (
+            None,
+            True,
+            False,
+        )
+    finally:
+        gc.unfreeze()

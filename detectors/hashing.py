@@ -12,8 +12,6 @@ import sys
 from hashlib import sha256
 from typing import Final
 
-import orjson
-
 from loopguard.detectors.canonical import (
     JSONLike,
     canonical_json,
@@ -108,23 +106,22 @@ def call_signature(tool: str, args: JSON | _Undefined) -> tuple[str, str]:
     """(normalised tool, args_hash) of a call, the hash interned: what `ToolCall` stores."""
     name = normalize_tool(tool)
     body = canonical_json_bytes(args)
-    if len(body) > _CACHED_ARGS_BYTES:
-        return name, sys.intern(name + ":" + sha256(body).hexdigest())
     # The key holds the text, not orjson's bytes: those keep orjson's whole output buffer
     # (4 KB and more since orjson 3.12), which made 4,096 entries cost 17 MB of RSS.
-    key = (name, body.decode())
-    signature = _SIGNATURES.get(key)
+    key = (name, body.decode()) if len(body) <= _CACHED_ARGS_BYTES else None
+    signature = None if key is None else _SIGNATURES.get(key)
     if signature is None:
         signature = sys.intern(name + ":" + sha256(body).hexdigest())
-        if len(_SIGNATURES) >= _CACHE_ENTRIES:
-            _SIGNATURES.clear()
-        _SIGNATURES[key] = signature
+        if key is not None:
+            if len(_SIGNATURES) >= _CACHE_ENTRIES:
+                _SIGNATURES.clear()
+            _SIGNATURES[key] = signature
     return name, signature
 
 
 def args_hash(tool: str, args: JSON | _Undefined) -> str:
     """The call signature `<normalised tool>:<digest(args)>`."""
-    return normalize_tool(tool) + ":" + sha256(canonical_json_bytes(args)).hexdigest()
+    return call_signature(tool, args)[1]
 
 
 def error_text(error: JSONLike) -> str:
@@ -304,12 +301,6 @@ def result_hash(
             return digest(_poll_outcome(action, details, text))
     if _is_send(tool, args, channel_tools):
         return digest(_strip_send_ids(details))
-    # Rule 8 written out: the hottest path, and the keys are already in order. A string's
-    # canonical JSON is orjson's unless it holds a lone surrogate (orjson refuses those).
-    try:
-        text_json = orjson.dumps(text)
-    except orjson.JSONEncodeError:
-        text_json = canonical_json_bytes(text)
-    return sha256(
-        b"".join((b'{"details":', canonical_json_bytes(details), b',"text":', text_json, b"}"))
-    ).hexdigest()
+    # Rule 8 written out: the hottest path, and the keys are already in order.
+    body = b'{"details":' + canonical_json_bytes(details) + b',"text":' + canonical_json_bytes(text)
+    return sha256(body + b"}").hexdigest()

@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
-
 from loopguard.detectors.jsjson import NotJSON, dumps, loads
 from loopguard.streams.errors import StreamError
 
@@ -35,12 +33,9 @@ def decode_object(raw: bytes | None, max_bytes: int) -> dict[str, Any]:
     if len(raw) > max_bytes:
         raise InputRejected("too_large", f"{len(raw)} bytes exceeds the limit of {max_bytes}")
     try:
-        obj = orjson.loads(raw)  # jsjson's fast path, without its call: once per message
-    except orjson.JSONDecodeError:
-        try:
-            obj = loads(raw)  # what orjson refuses, read as JavaScript reads it
-        except NotJSON as exc:
-            raise InputRejected("not_json", str(exc)) from None
+        obj = loads(raw)
+    except NotJSON as exc:
+        raise InputRejected("not_json", str(exc)) from None
     if not isinstance(obj, dict):
         raise InputRejected("not_object", f"expected a JSON object, got {type(obj).__name__}")
     return obj

@@ -271,8 +271,7 @@ class RunDriver:
     def write_taken(self, taken: TakenRun) -> None:
         """Write a taken run to the store, unless it left the cache since it was taken (its
         partition forgotten or the run swept): the store must not get it back."""
-        runs = self._partitions.get(taken.partition)
-        if runs is None or runs.live.get(taken.key) is not taken.run:
+        if self._cached(taken) is None:
             return
         state = RunState()
         state.restore(taken.saved)
@@ -282,9 +281,14 @@ class RunDriver:
         """Mark taken runs dirty again, those still cached: a checkpoint that did not write
         them (cancelled, or its outputs failed) leaves them to the next one."""
         for t in taken:
-            runs = self._partitions.get(t.partition)
-            if runs is not None and runs.live.get(t.key) is t.run:
+            runs = self._cached(t)
+            if runs is not None:
                 runs.mark_dirty(t.key, t.run)
+
+    def _cached(self, taken: TakenRun) -> PartitionRuns | None:
+        """The partition still caching a taken run (the same object), else None."""
+        runs = self._partitions.get(taken.partition)
+        return runs if runs is not None and runs.live.get(taken.key) is taken.run else None
 
     def evict_idle(self) -> None:
         """Move runs quiet for the cache idle time, and written, out of memory (stream time)."""

@@ -6,6 +6,7 @@ the worker's real consumer and conductor deliver a scripted fetch (tests/unit/fa
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -79,3 +80,34 @@ async def test_a_commit_during_a_batch_stops_before_it(rig: Rig) -> None:
 
     await _run_batches(rig, max_events=10, on_batch=commit)
     assert seen == [(0, 0), (10, 10), (20, 20)]
+
+
+async def test_the_batches_end_when_faust_ends_the_agents_stream() -> None:
+    """Faust stops an agent by throwing StopAsyncIteration into its channel's queue: the
+    batches end (the agent returns) instead of the generator raising RuntimeError."""
+    from types import SimpleNamespace
+
+    from mode.utils.queues import FlowControlEvent, ThrowableQueue
+
+    queue: ThrowableQueue = ThrowableQueue(flow_control=FlowControlEvent())
+
+    class Channel:  # Faust's channel as take_batches uses it: an async iterator with a queue
+        def __init__(self) -> None:
+            self.queue = queue
+
+        def __aiter__(self) -> Channel:
+            return self
+
+        async def __anext__(self) -> Any:
+            raise AssertionError("take_batches reads the queue, not the iterator")
+
+    stream = SimpleNamespace(
+        channel=Channel(),
+        app=SimpleNamespace(consumer=SimpleNamespace(track_message=lambda message: None)),
+    )
+    batches = take_batches(stream, 10)
+    waiting = asyncio.ensure_future(batches.__anext__())
+    await asyncio.sleep(0)
+    queue._throw(StopAsyncIteration())
+    with pytest.raises(StopAsyncIteration):  # the generator's end, not a RuntimeError
+        await waiting

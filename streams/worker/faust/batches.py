@@ -32,9 +32,16 @@ async def take_batches(stream: Any, max_events: int) -> AsyncIterator[list[Any]]
     get_nowait = queue.get_nowait
     track = stream.app.consumer.track_message
     while True:
-        events = [await queue.get()]
-        while len(events) < max_events and queue.qsize():
-            events.append(get_nowait())
+        try:
+            events = [await queue.get()]
+            while len(events) < max_events and queue.qsize():
+                events.append(get_nowait())
+        except StopAsyncIteration:
+            # How Faust ends an agent's stream when it stops the actor (it throws this into
+            # the channel's queue, faust/agents/actor.py): the batches end, the agent returns.
+            # Raised inside this generator it became a RuntimeError, the agent "crashed" and
+            # the worker exited 1 instead of its own exit code (docs/reliability.md).
+            return
         for event in events:
             track(event.message)
         try:

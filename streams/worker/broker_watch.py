@@ -18,8 +18,11 @@ store, whose changelog is gone (run states restart empty: a loop in progress is 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
+import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,6 +48,10 @@ log = logging.getLogger(__name__)
 EXIT_BROKER_DATA_LOST: Final = 75
 #: File left in the worker's data dir: its local table store belongs to a lost changelog.
 MARKER: Final = "BROKER_DATA_LOST"
+#: How long a crashed worker tries to reach a restarting broker before it exits (s), and how
+#: often: a Kafka node restarted here answers again within ~10 s (tests/chaos).
+CONFIRM_WAIT_S: Final = 20.0
+CONFIRM_RETRY_S: Final = 0.5
 
 
 class BrokerDataLost(StreamError, RuntimeError):
@@ -82,23 +89,63 @@ class BrokerWatch:
         # forgets a partition's entry when the partition is revoked, and a rejoin after the
         # broker restart revokes them all, so the highest offsets seen are remembered here.
         # Committed offsets only grow, whichever worker commits them, so they stay valid.
-        mine = self._committed
-        for tp, off in committed_offsets(self._app).items():
-            if off and tp.topic in self._topics and off > mine.get(tp, 0):
-                mine[tp] = off
-        if not mine:
+        self.remember(committed_offsets(self._app))
+        if not self._committed:
             return
         try:
-            theirs = await self._broker_offsets(list(mine))
+            theirs = await self._broker_offsets(list(self._committed))
         except (KafkaError, OSError) as exc:  # unreachable or restarting: conclude nothing
             log.debug("broker watch: cannot read the group's offsets: %r", exc)
             await self._close()
             return
+        if self._declare_if_lost(theirs):
+            await self._close()
+            await self._app.crash(self.lost)
+
+    def remember(self, committed: Mapping[Any, int]) -> None:
+        """Keep the highest committed offset seen per input partition (they only grow)."""
+        mine = self._committed
+        for tp, off in committed.items():
+            if off and tp.topic in self._topics and off > mine.get(tp, 0):
+                mine[tp] = off
+
+    async def confirm_after_crash(self, wait_s: float = CONFIRM_WAIT_S) -> bool:
+        """After the worker stopped on a crash: True if the broker lost what it committed.
+
+        A crash can come before the timer's next check while the broker loses its data (a
+        rebalance with the topics gone, say), and a worker restarted without the marker would
+        then recover from a changelog that no longer exists. Retries for `wait_s` while the
+        broker cannot be reached (it may be restarting); runs on a new event loop.
+        """
+        if self.lost is not None:
+            return True
+        self._admin = None  # bound to the stopped worker's loop
+        self.remember(committed_offsets(self._app))  # what Faust still has of it
+        if not self._committed:
+            return False
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                theirs = await self._broker_offsets(list(self._committed))
+                break
+            except (KafkaError, OSError) as exc:
+                await self._close()
+                if time.monotonic() >= deadline:
+                    log.debug("broker watch: cannot read the group's offsets: %r", exc)
+                    return False
+                await asyncio.sleep(CONFIRM_RETRY_S)
+        await self._close()
+        return self._declare_if_lost(theirs)
+
+    def _declare_if_lost(self, theirs: dict[Any, int]) -> bool:
+        """Compare with the broker's offsets; on a loss, log it and leave the marker."""
         behind = {
-            tp: (off, theirs.get(tp)) for tp, off in mine.items() if (theirs.get(tp) or 0) < off
+            tp: (off, theirs.get(tp))
+            for tp, off in self._committed.items()
+            if (theirs.get(tp) or 0) < off
         }
         if not behind:
-            return
+            return False
         shown = ", ".join(
             f"{tp.topic}[{tp.partition}] committed {ours}, broker has {theirs_ or 'none'}"
             for tp, (ours, theirs_) in sorted(behind.items())[:4]
@@ -112,8 +159,7 @@ class BrokerWatch:
         log.error("%s", self.lost)
         self._data_dir.mkdir(parents=True, exist_ok=True)
         (self._data_dir / MARKER).write_text(str(self.lost) + "\n")
-        await self._close()
-        await self._app.crash(self.lost)
+        return True
 
     async def _broker_offsets(self, tps: list[Any]) -> dict[Any, int]:
         if self._admin is None:

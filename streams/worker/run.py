@@ -115,13 +115,14 @@ def run_worker(settings: Settings) -> int:
         settings.web_host,
         settings.web_port,
     )
+    code = 0
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:
-        if watch.lost is not None:
-            return EXIT_BROKER_DATA_LOST  # a supervisor restarts the worker: it recovers
-        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    return 0
+        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    if code != 0 and asyncio.run(watch.confirm_after_crash()):
+        code = EXIT_BROKER_DATA_LOST  # a supervisor restarts the worker: it recovers
+    return code
 
 
 def _install_broker_watch(wiring: Wiring, settings: Settings) -> BrokerWatch:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from loopguard.config import load_policy
-from loopguard.streams.worker.broker_watch import EXIT_BROKER_DATA_LOST
+from loopguard.streams.kafka.admin import create_topics
+from loopguard.streams.worker.broker_watch import EXIT_BROKER_DATA_LOST, MARKER, BrokerWatch
 from tests.chaos.drive import run_fleet
 from tests.chaos.fleet import Fleet, Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster
@@ -71,3 +74,32 @@ async def test_a_broker_that_lost_its_data_stops_the_worker_which_then_recovers(
         )
     finally:
         cluster.workers.stop_all()
+
+
+async def test_a_worker_that_crashed_during_the_loss_still_finds_it(
+    own_broker: SessionBroker, tmp_path: Path
+) -> None:
+    """A crash before the watch's next check (a rebalance with the topics gone, say): the
+    stopped worker asks the broker once more, so it still exits 75 and leaves the marker."""
+    topic, group = "brk-crash.tool-calls", "brk-crash"
+    await create_topics(own_broker.bootstrap, [topic], 1)
+    tp = TopicPartition(topic, 0)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=own_broker.bootstrap, group_id=group, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        await consumer.commit({tp: 7})
+    finally:
+        await consumer.stop()
+    stopped_app = SimpleNamespace(consumer=SimpleNamespace(_committed_offset={}))  # revoked
+    watch = BrokerWatch(stopped_app, group, (topic,), [own_broker.bootstrap], tmp_path)
+    watch.remember({tp: 7})
+
+    assert not await watch.confirm_after_crash(wait_s=5)  # an ordinary crash: exit code kept
+    assert not (tmp_path / MARKER).exists()
+
+    lose_data(own_broker)
+    assert await watch.confirm_after_crash()
+    assert f"{topic}[0] committed 7, broker has none" in (tmp_path / MARKER).read_text()

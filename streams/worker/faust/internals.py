@@ -24,6 +24,12 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   build ourselves (streams/processing/outbox.py) and a full drain before a commit.
 - Committed offsets: Faust's own record (`_committed_offset`), read by
   streams/worker/broker_watch.py.
+- Seek with nothing assigned: after a rebalance Faust's recovery seeks "all assigned
+  partitions" to their committed offsets (`Consumer.perform_seek`), and aiokafka's
+  `seek_to_committed()` asserts that there is at least one. A group whose topics are gone (a
+  broker that lost its data, topics deleted) is assigned none, so the worker crashed with an
+  `AssertionError` before the broker watch could say what happened (tests/chaos,
+  test_broker_restart.py on Kafka). With nothing assigned there is nothing to seek.
 - Worker spinner: at WARN and above Faust keeps a spinner and sets the root logger to DEBUG.
 - Table routing: a Faust table picks the partition of a read or write from the *current
   event* (`faust.streams._current_event`, a context variable), and offers no public way to
@@ -55,6 +61,7 @@ __all__ = [
     "TableStore",
     "committed_offsets",
     "drain_producer_buffer",
+    "seek_assigned_to_committed",
     "size_producer_buffer",
     "started_producer",
 ]
@@ -104,6 +111,15 @@ class TableStore:
             _current_event.reset(token)
 
 
+async def seek_assigned_to_committed(consumer: aiokafka.AIOKafkaConsumer) -> Mapping[Any, int]:
+    """aiokafka's `seek_to_committed()` for every assigned partition, or {} if none is."""
+    # Runs in the consumer's thread (call_thread), where assignments change: no race.
+    if not consumer.assignment():
+        return {}
+    committed: Mapping[Any, int] = await consumer.seek_to_committed()
+    return committed
+
+
 class _TunedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     """Faust's aiokafka consumer thread with a configurable fetch max-wait.
 
@@ -119,6 +135,13 @@ class _TunedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         if isinstance(app, LoopGuardApp):
             consumer._fetch_max_wait_ms = app.fetch_max_wait_ms  # read by start(): see docstring
         return consumer
+
+    async def seek_to_committed(self) -> Mapping[Any, int]:
+        """Seek the assigned partitions to their committed offsets; none assigned: nothing."""
+        committed: Mapping[Any, int] = await self.call_thread(
+            seek_assigned_to_committed, self._ensure_consumer()
+        )
+        return committed
 
     async def _highwaters(self, partitions: list[Any]) -> Any:
         """End offsets for table recovery, probed past what the broker reports.

@@ -18,6 +18,7 @@ from loopguard.detectors.canonical import (
     canonical_json_bytes,
     js_number_text,
 )
+from loopguard.detectors.sharing import share
 from loopguard.detectors.values import DEFAULT_CHANNEL_TOOLS, JSON, UNDEFINED, Outcome, _Undefined
 
 __all__ = [
@@ -103,7 +104,7 @@ def digest(value: JSONLike) -> str:
 
 
 def call_signature(tool: str, args: JSON | _Undefined) -> tuple[str, str]:
-    """(normalised tool, args_hash) of a call, the hash interned: what `ToolCall` stores."""
+    """(normalised tool, args_hash) of a call, the hash shared: what `ToolCall` stores."""
     name = normalize_tool(tool)
     body = canonical_json_bytes(args)
     # The key holds the text, not orjson's bytes: those keep orjson's whole output buffer
@@ -111,7 +112,7 @@ def call_signature(tool: str, args: JSON | _Undefined) -> tuple[str, str]:
     key = (name, body.decode()) if len(body) <= _CACHED_ARGS_BYTES else None
     signature = None if key is None else _SIGNATURES.get(key)
     if signature is None:
-        signature = sys.intern(name + ":" + sha256(body).hexdigest())
+        signature = share(name + ":" + sha256(body).hexdigest())
         if key is not None:
             if len(_SIGNATURES) >= _CACHE_ENTRIES:
                 _SIGNATURES.clear()

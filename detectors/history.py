@@ -8,11 +8,10 @@ it newest first; none of them include the call being decided.
 
 from __future__ import annotations
 
-import sys
-
 from loopguard.detectors.hashing import outcome_unknown_tool_name, result_hash
 from loopguard.detectors.history_2026_9 import record_facts
 from loopguard.detectors.profiles import OPENCLAW_2026_9
+from loopguard.detectors.sharing import SHARED, share_new
 from loopguard.detectors.state import RunState
 from loopguard.detectors.values import Outcome, Record, Thresholds, ToolCall
 
@@ -45,7 +44,8 @@ def record_outcome(
     rhash = result_hash(call.tool, call.args, outcome, th.channel_tools)
     if rhash is None:
         return None
-    rhash = sys.intern(rhash)  # runs that see the same result share one string
+    shared = SHARED.get(rhash)  # runs that see the same result share one string
+    rhash = share_new(rhash) if shared is None else shared
     unknown = outcome_unknown_tool_name(outcome)
     history = state.history
     tool, ahash, tcid = call.tool, call.args_hash, call.tool_call_id

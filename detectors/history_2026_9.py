@@ -12,9 +12,8 @@ the echo of that block â€” a veto result with the vetoed call's `tool_call_id` â
 
 from __future__ import annotations
 
-import sys
-
 from loopguard.detectors.outcome_facts import TOOL_LOOP_VETO, OutcomeFacts, outcome_facts
+from loopguard.detectors.sharing import share
 from loopguard.detectors.state import RunState
 from loopguard.detectors.values import Outcome, Record, Thresholds, ToolCall
 
@@ -29,8 +28,8 @@ def _trim(history: list[Record], size: int) -> None:
         del history[:excess]
 
 
-def _intern(value: str | None) -> str | None:
-    return None if value is None else sys.intern(value)  # runs share recurring hashes
+def _shared(value: str | None) -> str | None:
+    return None if value is None else share(value)  # runs share recurring hashes
 
 
 def _is_echo(history: list[Record], tool_call_id: str | None) -> bool:
@@ -56,12 +55,12 @@ def _store(
         tool,
         ahash,
         tcid if is_veto else None,  # a veto keeps its id to recognise the block's echo
-        _intern(facts.result_hash),
+        _shared(facts.result_hash),
         facts.unknown_tool_name,
         seq,
         event_id,
         facts.outcome_kind,
-        _intern(facts.failure_identity),
+        _shared(facts.failure_identity),
         facts.no_progress,
     )
     history = state.history

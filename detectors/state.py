@@ -16,13 +16,13 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
 from loopguard.detectors.errors import InvalidState
 from loopguard.detectors.jsjson import NotJSON, dumps, loads
+from loopguard.detectors.sharing import share
 from loopguard.detectors.values import Record
 
 FORMAT_VERSION = 3
@@ -133,6 +133,10 @@ class RunState:
             ]
             prev_seq = seq
             rows.append(row)
+            if not r.has_rare:  # the common case: no call id, unknown tool or 2026.9 facts
+                if r.event_id is not None:
+                    row.append(_event_ref(r.event_id, seq, table))
+                continue
             tcid = r.tool_call_id if rhash is None else None
             unknown = r.unknown_tool_name
             if r.outcome_kind is None and r.failure_identity is None and not r.no_progress:
@@ -186,7 +190,7 @@ class RunState:
             raise InvalidState("not a RunState of format 1, 2 or 3")
         extra = 1 if doc["v"] >= 2 else 0  # format 2 rows carry the event id at index 4
         try:
-            table = [sys.intern(_unpack(s)) for s in doc.get("t", [])]  # shared by runs
+            table = [share(_unpack(s)) for s in doc.get("t", [])]  # shared by runs
             history = []
             seq = 0
             for row in doc.get("h", []):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Final, Literal, TypeAlias
 
 from loopguard.detectors.profiles import CONFIGURABLE, Semantics
+from loopguard.detectors.sharing import share
 
 JSON: TypeAlias = bool | int | float | str | list["JSON"] | dict[str, "JSON"] | None
 
@@ -94,7 +94,7 @@ class ToolCall:
         hashing = _HASHING or _hashing()
         if self.args_hash:
             self.tool = hashing.normalize_tool(self.tool)
-            self.args_hash = sys.intern(self.args_hash)  # repeated calls share one string
+            self.args_hash = share(self.args_hash)  # repeated calls share one string
         else:
             self.tool, self.args_hash = hashing.call_signature(self.tool, self.args)
         args = self.args
@@ -144,7 +144,10 @@ class Outcome:
         return cls("hashed", hash=result_hash, unknown_tool_name=unknown_tool_name)
 
 
-@dataclass(slots=True, unsafe_hash=True)
+_Rare = tuple[str | None, str | None, str | None, str | None, bool]
+_COMMON: Final[_Rare] = (None, None, None, None, False)
+
+
 class Record:
     """One history entry (docs/semantics.md §1).
 
@@ -152,20 +155,124 @@ class Record:
     call), so it takes no part in equality and is not persisted once the outcome is in.
     `event_id` is the id of the tool_result that completed the record: a compaction delivered
     after it may abort on it, and the abort is attributed to that result (docs/wire-format.md).
+    The openclaw-2026.9 profile's outcome facts (detectors/outcome_facts.py) keep their
+    defaults in the configurable profile; a veto record also keeps its tool_call_id, to know
+    the block's echo.
+
+    A worker holds up to `historySize` records for each of thousands of runs, so a record is
+    six slots, not ten (80 B instead of 112, docs/performance.md "Memory"): the five fields a
+    completed record of the configurable profile rarely has (`tool_call_id`,
+    `unknown_tool_name`, `outcome_kind`, `failure_identity`, `no_progress`) share one slot,
+    None while they hold their defaults. Immutable by contract, like ToolCall; equal and
+    hashable by value (tool_call_id excluded) as the dataclass it replaces was.
     """
+
+    __slots__ = ("_rare", "args_hash", "event_id", "result_hash", "seq", "tool")
 
     tool: str
     args_hash: str
-    tool_call_id: str | None = field(default=None, compare=False)
-    result_hash: str | None = None
-    unknown_tool_name: str | None = None
-    seq: int = 0
-    event_id: str | None = None
-    # The openclaw-2026.9 profile's outcome facts (detectors/outcome_facts.py); defaults in the
-    # configurable profile. A veto record also keeps its tool_call_id, to know the block's echo.
-    outcome_kind: str | None = None  # "tool-loop-veto" | "terminal-exec-failure"
-    failure_identity: str | None = None
-    no_progress: bool = False
+    result_hash: str | None
+    seq: int
+    event_id: str | None
+    _rare: _Rare | None
+
+    def __init__(
+        self,
+        tool: str,
+        args_hash: str,
+        tool_call_id: str | None = None,
+        result_hash: str | None = None,
+        unknown_tool_name: str | None = None,
+        seq: int = 0,
+        event_id: str | None = None,
+        outcome_kind: str | None = None,  # "tool-loop-veto" | "terminal-exec-failure"
+        failure_identity: str | None = None,
+        no_progress: bool = False,
+    ) -> None:
+        self.tool = tool
+        self.args_hash = args_hash
+        self.result_hash = result_hash
+        self.seq = seq
+        self.event_id = event_id
+        if (
+            tool_call_id is None
+            and unknown_tool_name is None
+            and outcome_kind is None
+            and failure_identity is None
+            and not no_progress
+        ):
+            self._rare = None
+        else:
+            self._rare = (
+                tool_call_id,
+                unknown_tool_name,
+                outcome_kind,
+                failure_identity,
+                no_progress,
+            )
+
+    @property
+    def tool_call_id(self) -> str | None:
+        """The call's id while the record is pending (and on a 2026.9 veto)."""
+        rare = self._rare
+        return None if rare is None else rare[0]
+
+    @property
+    def unknown_tool_name(self) -> str | None:
+        """The missing tool the outcome's error names (docs/semantics.md §3), or None."""
+        rare = self._rare
+        return None if rare is None else rare[1]
+
+    @property
+    def outcome_kind(self) -> str | None:
+        """openclaw-2026.9: "tool-loop-veto" or "terminal-exec-failure", else None."""
+        rare = self._rare
+        return None if rare is None else rare[2]
+
+    @property
+    def failure_identity(self) -> str | None:
+        """openclaw-2026.9: what identifies a terminal exec failure, else None."""
+        rare = self._rare
+        return None if rare is None else rare[3]
+
+    @property
+    def no_progress(self) -> bool:
+        """openclaw-2026.9: the outcome showed no progress."""
+        rare = self._rare
+        return False if rare is None else rare[4]
+
+    @property
+    def has_rare(self) -> bool:
+        """True when one of the five rarely set fields differs from its default."""
+        return self._rare is not None
+
+    def _key(self) -> tuple[object, ...]:
+        rare = self._rare or _COMMON
+        return (
+            self.tool,
+            self.args_hash,
+            self.result_hash,
+            rare[1],
+            self.seq,
+            self.event_id,
+        ) + rare[2:]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Record):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"Record(tool={self.tool!r}, args_hash={self.args_hash!r}, "
+            f"tool_call_id={self.tool_call_id!r}, result_hash={self.result_hash!r}, "
+            f"unknown_tool_name={self.unknown_tool_name!r}, seq={self.seq!r}, "
+            f"event_id={self.event_id!r}, outcome_kind={self.outcome_kind!r}, "
+            f"failure_identity={self.failure_identity!r}, no_progress={self.no_progress!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

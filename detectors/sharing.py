@@ -1,0 +1,34 @@
+"""One string object for equal hash strings that recur, without `sys.intern`'s per-string cost.
+
+Records of many runs hold the same recurring hashes (a poll that never changes, a file read
+by every run); giving them one object saves ~113 B a record. `sys.intern` did that, but it
+also kept a table entry for every *unique* hash alive in a record (~40-50 B each, ~0.5 KB per
+run at 10,000 runs in bench/memory.py's workload, docs/performance.md "Memory"). This memo is
+bounded instead: it is emptied when full, so a value that recurs is shared again from its
+next occurrence on, and a unique one costs nothing once its records are gone.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["SHARED", "share", "share_new"]
+
+#: Entries the memo holds before it is emptied (at most ~0.7 MB with 64-hex-digit hashes).
+SHARED_ENTRIES: Final = 4096
+#: The memo itself: read it inline where one lookup per event matters (`SHARED.get(s)`).
+SHARED: dict[str, str] = {}
+
+
+def share_new(s: str) -> str:
+    """Remember `s` as the shared object of its value (after a `SHARED` miss) and return it."""
+    if len(SHARED) >= SHARED_ENTRIES:
+        SHARED.clear()
+    SHARED[s] = s
+    return s
+
+
+def share(s: str) -> str:
+    """The shared object equal to `s`: an earlier equal string still in the memo, else `s`."""
+    shared = SHARED.get(s)
+    return share_new(s) if shared is None else shared

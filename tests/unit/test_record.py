@@ -1,0 +1,111 @@
+"""Record's compact layout (six slots) keeps the dataclass's values, equality and hashing;
+hash strings of different runs share one object through a bounded memo."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+
+import pytest
+
+import loopguard.detectors.sharing as sharing
+from loopguard.detectors import (
+    Outcome,
+    Record,
+    RunState,
+    Thresholds,
+    ToolCall,
+    record_call,
+    record_outcome,
+)
+
+A = "read:" + "a" * 64
+R = "b" * 64
+FIELDS = (
+    "tool",
+    "args_hash",
+    "tool_call_id",
+    "result_hash",
+    "unknown_tool_name",
+    "seq",
+    "event_id",
+    "outcome_kind",
+    "failure_identity",
+    "no_progress",
+)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ("read", A, None, R, None, 7, "e7", None, None, False),
+        ("read", A, "c1", None, None, 3, None, None, None, False),
+        ("exec", A, None, R, "ghost", 4, None, None, None, False),
+        ("exec", A, "c2", None, None, 5, "r:5", "tool-loop-veto", None, False),
+        ("exec", A, None, R, None, 6, "r:6", "terminal-exec-failure", "d" * 64, False),
+        ("write", A, None, R, None, 8, None, None, None, True),
+    ],
+    ids=["completed", "pending", "unknown-tool", "veto", "terminal-failure", "no-progress"],
+)
+def test_every_field_reads_back_what_was_given(values: tuple[object, ...]) -> None:
+    record = Record(*values)  # type: ignore[arg-type]  # a table of mixed field types
+    assert tuple(getattr(record, name) for name in FIELDS) == values
+    assert Record(**dict(zip(FIELDS, values, strict=True))) == record  # type: ignore[arg-type]  # same
+    assert pickle.loads(pickle.dumps(record)) == record
+    assert (
+        repr(record)
+        == "Record(" + ", ".join(f"{n}={v!r}" for n, v in zip(FIELDS, values, strict=True)) + ")"
+    )
+
+
+def test_equality_and_hash_ignore_the_call_id_and_see_every_other_field() -> None:
+    base = Record("read", A, None, R, None, 7, "e7")
+    assert Record("read", A, "c1", R, None, 7, "e7") == base
+    assert hash(Record("read", A, "c1", R, None, 7, "e7")) == hash(base)
+    others = [
+        Record("list", A, None, R, None, 7, "e7"),
+        Record("read", A + "x", None, R, None, 7, "e7"),
+        Record("read", A, None, None, None, 7, "e7"),
+        Record("read", A, None, R, "ghost", 7, "e7"),
+        Record("read", A, None, R, None, 8, "e7"),
+        Record("read", A, None, R, None, 7, None),
+        Record("read", A, None, R, None, 7, "e7", "tool-loop-veto"),
+        Record("read", A, None, R, None, 7, "e7", None, "d"),
+        Record("read", A, None, R, None, 7, "e7", None, None, True),
+    ]
+    assert all(other != base for other in others)
+    assert len({base, *others}) == len(others) + 1
+    assert base != ("read", A, None, R, None, 7, "e7")
+
+
+def test_a_completed_record_of_the_configurable_profile_is_six_slots() -> None:
+    done = Record("read", A, None, R, None, 7, "e7")
+    assert not done.has_rare and Record("read", A, "c1").has_rare
+    assert sys.getsizeof(done) <= 80  # GC header, object header and six pointers (was 112)
+
+
+def test_equal_results_of_different_runs_share_one_string() -> None:
+    th = Thresholds(enabled=True)
+    records = []
+    for run in range(3):
+        state = RunState()
+        call = ToolCall.of("read", {"path": "/same"}, f"c{run}")
+        record_call(state, call, th, 1)
+        text = "".join(["same ", "text"])  # a fresh object each time, as a decoded event's
+        done = record_outcome(state, call, Outcome.result({"content": text}), th, 2, f"e{run}")
+        assert done is not None
+        records.append(done)
+    assert records[0].result_hash is not None
+    assert all(r.result_hash is records[0].result_hash for r in records)
+    assert all(r.args_hash is records[0].args_hash for r in records)
+
+
+def test_the_sharing_memo_is_bounded_and_shares_again_after_it_empties() -> None:
+    first = sharing.share("".join(["x", "y" * 70]))
+    assert sharing.share("".join(["x", "y" * 70])) is first
+    for i in range(sharing.SHARED_ENTRIES):
+        sharing.share(f"unique-{i}")
+        assert len(sharing.SHARED) <= sharing.SHARED_ENTRIES
+    again = "".join(["x", "y" * 70])
+    assert sharing.share(again) is again  # emptied since: the new object is now the shared one
+    assert sharing.share("".join(["x", "y" * 70])) is again

@@ -101,16 +101,25 @@ class FileInput:
         if path != "-" and os.path.isfile(path):
             self.total_bytes = os.path.getsize(path)
         self._raw: BinaryIO | None = None
+        self._followed: int | None = None
 
     def done_bytes(self) -> int:
-        """Bytes of the file (compressed, for gzip) read so far."""
+        """Bytes of the file (compressed, for gzip) read so far, here or as last `follow`ed."""
+        if self._followed is not None:
+            return self._followed
         try:
             return self._raw.tell() if self._raw is not None else 0
         except OSError:
             return 0
 
+    def follow(self, done_bytes: int) -> None:
+        """Report the bytes another reader of the same file has read (replay shards read the
+        file themselves; the progress bar follows them)."""
+        self._followed = done_bytes
+
     def __iter__(self) -> Iterator[InputItem]:
         stream, self._raw = _open(self.path)
+        self._followed = None
         n = 0
         try:
             for line in stream:
@@ -124,6 +133,7 @@ class FileInput:
             reason = exc.strerror or exc
             raise InputError(f"cannot read {self.path} after line {n}: {reason}") from None
         finally:
+            self._followed = self.done_bytes()  # what was read, once the file is closed
             if self.path != "-":
                 stream.close()
                 self._raw.close()  # a GzipFile leaves the file it was given open

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -23,6 +24,7 @@ from loopguard.streams.wire.codec import encode, run_key
 
 __all__ = [
     "MAX_LINE_BYTES",
+    "LineOutput",
     "MemoryOutputs",
     "MemoryStore",
     "Rejected",
@@ -72,6 +74,14 @@ class Rejected:
     line: int
     reason: str
     detail: str
+
+
+class LineOutput(NamedTuple):
+    """What one input line produced: rendered decisions, or its rejection."""
+
+    pos: int
+    data: bytes
+    rejected: Rejected | None = None
 
 
 class MemoryStore:
@@ -232,24 +242,50 @@ class Replayer:
             self._runs.advance(event_time_ms(raw_ts))
         return self._runs.stream_ms
 
+    def advance_time(self, raw_ts: object) -> None:
+        """Move stream time to a line's `ts` if later (a line replayed elsewhere: a shard
+        keeps the stream time of every line, its own and the other shards')."""
+        self._runs.advance(event_time_ms(raw_ts))
+
     def sweep(self) -> None:
         """Drop the runs idle past the TTL in stream time (their next event starts fresh)."""
         self._until_sweep = SWEEP_EVERY
         self._runs.next_sweep_ms = 0  # now, whatever the driver's schedule says
         self.driver.sweep(0)
 
-    def feed_line(self, line: int, raw: bytes | str) -> list[Decision] | Rejected:
+    def feed_line(
+        self, line: int, raw: bytes | str, obj: dict[str, Any] | None = None
+    ) -> list[Decision] | Rejected:
         """Decode, load, apply and publish one input line: its decisions (their control
-        messages in `outputs.decisions`, until the next line), or its refusal."""
+        messages in `outputs.decisions`, until the next line), or its refusal. `obj`: the
+        line already decoded by `decode_object` (a shard that routed it), not decoded again."""
         msg = self._msg
         msg.offset = line
-        msg.value = raw.encode() if isinstance(raw, str) else raw
+        msg.value = raw if type(raw) is bytes else str(raw).encode()
         if self.outputs.decisions:
             self.outputs.decisions.clear()
-        ev = self.driver.decode(msg)
+        driver = self.driver
+        ev = driver.decode(msg) if obj is None else driver.accept(msg, obj)
         if ev is None:
             return self._refused(line)
-        return self._feed(ev, publish=True)
+        # `_feed`, inlined: this is a replay's per-line path
+        stats = self.stats
+        stats.events += 1
+        key = run_key(ev.run_id)
+        step = driver.step(msg, key, ev)
+        self._until_sweep -= 1
+        if self._until_sweep <= 0:
+            self._until_sweep = SWEEP_EVERY
+            driver.sweep(0)
+        if step is None:
+            return self._refused(line)
+        out = step.decisions
+        if step.is_duplicate:
+            stats.duplicates += 1
+        elif out:
+            stats.decisions += len(out)
+            driver.publish(key, out)
+        return out
 
     def feed_event(self, ev: Event) -> list[Decision]:
         """Load and apply one parsed event (its line's time already observed), not publishing:

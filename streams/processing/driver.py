@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
-from typing import Protocol
+from typing import Any, Protocol
 
 from loopguard.config import Policy
 from loopguard.detectors import (
@@ -203,7 +203,21 @@ class RunDriver:
         if not self._offline:
             runs.advance(_ms(msg.timestamp))
         try:
-            return self._parse(msg, runs)
+            obj = decode_object(msg.value, self._limits.max_message_bytes)
+            return self._parse(msg, runs, obj)
+        except InputRejected as exc:
+            self._reject(msg, exc.reason, exc.detail, exc.run_id)
+            return None
+
+    def accept(self, msg: Message, obj: dict[str, Any]) -> Event | None:
+        """`decode` for a message whose value the caller already decoded with
+        `decode_object` (a replay shard decodes each line once, to route it): the same
+        validation, stream time and dead letters, without the second JSON decode."""
+        runs = self._partitions.get(msg.partition) or self.partition(msg.partition)
+        if not self._offline:
+            runs.advance(_ms(msg.timestamp))
+        try:
+            return self._parse(msg, runs, obj)
         except InputRejected as exc:
             self._reject(msg, exc.reason, exc.detail, exc.run_id)
             return None
@@ -247,8 +261,9 @@ class RunDriver:
     def publish(self, key: bytes, decisions: Iterable[Decision]) -> bool:
         """Queue decisions for the control topic and count them; True when one is a verdict."""
         has_verdict = False
+        publish = self._publish
         for decision in decisions:
-            has_verdict |= self._publish(key, decision)
+            has_verdict |= publish(key, decision)
         return has_verdict
 
     def checkpoint(self) -> None:
@@ -310,10 +325,9 @@ class RunDriver:
         self._metrics.runs_cached.set(cached)
         self._metrics.runs_active.set(cached + cold)
 
-    def _parse(self, msg: Message, runs: PartitionRuns) -> Event:
-        """Decode and validate one message; its key must be its run_id (offline: none, and
-        the event's `ts` moves stream time)."""
-        obj = decode_object(msg.value, self._limits.max_message_bytes)
+    def _parse(self, msg: Message, runs: PartitionRuns, obj: dict[str, Any]) -> Event:
+        """Validate one decoded message; its key must be its run_id (offline: none, and the
+        event's `ts` moves stream time)."""
         if self._offline and self._limits.run_idle_ttl_ms:
             raw_ts = obj.get("ts")
             if raw_ts is not None:  # fleets that do not stamp events pay nothing here

@@ -5,11 +5,14 @@ malformed lines and event times that make runs go idle (streams/audit/replay_job
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopguard.config import load_policy
+from loopguard.streams.audit.inputs import FileInput
 from loopguard.streams.audit.replay_jobs import (
     ROUND_LINES,
     ReplaySpec,
@@ -77,6 +80,22 @@ def test_four_shards_give_the_same_outputs_and_counts_as_one(fleet, table) -> No
     four, four_stats = _outputs(spec, fleet, 4)
     assert four == one
     assert four_stats == one_stats
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleet=fleets(), table=st.booleans())
+def test_three_shards_reading_the_file_give_the_same_outputs_and_counts_as_one(
+    fleet, table
+) -> None:
+    spec = ReplaySpec(POLICY, table=table, idle_ttl_ms=1_800_000)
+    one, one_stats = _outputs(spec, fleet, 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "fleet.jsonl"
+        path.write_bytes(b"".join(line + b"\n" for line in fleet))
+        outs, stats = replay_sharded(spec, FileInput(str(path)), 3)
+        three = [(o.pos, o.data, o.rejected) for o in outs]
+    assert three == one
+    assert stats == one_stats
 
 
 def test_cli_jobs_4_output_is_byte_identical_to_jobs_1_across_many_rounds(tmp_path) -> None:

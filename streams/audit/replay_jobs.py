@@ -19,6 +19,7 @@ import pickle
 import queue
 import signal
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from loopguard.streams.wire.codec import InputRejected, decode_object
 __all__ = ["LineOutput", "ReplaySpec", "render_table", "replay_local", "replay_sharded"]
 
 ROUND_LINES = 4096  # lines per round: the unit the feeder sends and the merger orders
+STOP_GRACE_S = 2.0  # a stopped replay's shards leave in milliseconds; this bounds a stuck one
 SEND_AHEAD = 32  # rounds a shard may be ahead of the merge (~0.5 MB of output each on P)
 
 
@@ -156,9 +158,19 @@ class _Sender(threading.Thread):
         self.join()
 
 
-def _shard_main(spec: ReplaySpec, inbox: Connection, outbox: Connection) -> None:
+def _child_start(parent_ends: tuple[Connection, ...]) -> None:
+    """A shard's first step: ignore Ctrl-C (the parent stops us) and close the parent's pipe
+    ends a fork copied here, so that the parent closing them is seen (EOF, a broken pipe)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for conn in parent_ends:
+        conn.close()
+
+
+def _shard_main(
+    spec: ReplaySpec, inbox: Connection, outbox: Connection, parent_ends: tuple[Connection, ...]
+) -> None:
     """A shard process: replay each round it is sent, answer with that round's outputs."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us on Ctrl-C
+    _child_start(parent_ends)
     replayer = _replayer(spec)
     feed, published, table = replayer.feed_line, replayer.outputs.decisions, spec.table
     sender = _Sender(outbox)
@@ -182,12 +194,19 @@ def _shard_main(spec: ReplaySpec, inbox: Connection, outbox: Connection) -> None
     sender.close()
 
 
-def _reader_main(spec: ReplaySpec, path: str, shard: int, jobs: int, outbox: Connection) -> None:
+def _reader_main(
+    spec: ReplaySpec,
+    path: str,
+    shard: int,
+    jobs: int,
+    outbox: Connection,
+    parent_ends: tuple[Connection, ...],
+) -> None:
     """A shard process that reads the file itself: every line decoded once, to route it and
     to move stream time; its own lines replayed from that decoded object (`Replayer.feed_line`
     with `obj`), the others' only read for their `ts`. One answer per round of `ROUND_LINES`
     lines (the same rounds in every shard), with the file's bytes read so far."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us on Ctrl-C
+    _child_start(parent_ends)
     replayer = _replayer(spec)
     feed, published, table = replayer.feed_line, replayer.outputs.decisions, spec.table
     advance = replayer.advance_time if replayer.idle_ttl_ms is not None else None
@@ -319,10 +338,13 @@ def _merge(
 
 
 def _stop(procs: list[Any], conns: Iterable[Connection]) -> None:
+    """Close our pipe ends (each shard then sees EOF or a broken pipe and leaves within a
+    round); a shard still running after `STOP_GRACE_S` is terminated."""
     for conn in conns:
         conn.close()
+    deadline = time.monotonic() + STOP_GRACE_S
     for proc in procs:
-        proc.join(timeout=0.5)
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))
         if proc.is_alive():
             proc.terminate()  # our own child, by its PID
             proc.join()
@@ -338,10 +360,11 @@ def _merged_readers(
     """Shards that read the file themselves; this process only merges (the progress bar
     follows the bytes shard 0 has read)."""
     ctx = _context()
-    procs, outboxes = [], []
+    procs: list[Any] = []
+    outboxes: list[Connection] = []
     for shard in range(jobs):
         out_r, out_w = ctx.Pipe(duplex=False)
-        args = (spec, source.path, shard, jobs, out_w)
+        args = (spec, source.path, shard, jobs, out_w, (*outboxes, out_r))
         proc = ctx.Process(target=_reader_main, args=args, daemon=True)
         proc.start()
         out_w.close()
@@ -358,11 +381,14 @@ def _merged(
 ) -> Iterator[LineOutput]:
     """Shards fed by a feeder thread that reads the input once (stdin, topics, lists)."""
     ctx = _context()
-    procs, inboxes, outboxes = [], [], []
+    procs: list[Any] = []
+    inboxes: list[Connection] = []
+    outboxes: list[Connection] = []
     for _ in range(jobs):
         in_r, in_w = ctx.Pipe(duplex=False)
         out_r, out_w = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_shard_main, args=(spec, in_r, out_w), daemon=True)
+        ends = (*inboxes, *outboxes, in_w, out_r)
+        proc = ctx.Process(target=_shard_main, args=(spec, in_r, out_w, ends), daemon=True)
         proc.start()
         in_r.close()
         out_w.close()

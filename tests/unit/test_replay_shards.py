@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import multiprocessing
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,22 @@ def test_a_corrupt_gzip_file_fails_the_sharded_replay_with_its_input_error(tmp_p
     spec = ReplaySpec(POLICY)
     with pytest.raises(InputError, match="corrupt gzip stream"):
         _run(spec, path, 2)
+
+
+@pytest.mark.parametrize("from_file", [True, False], ids=["file", "fed"])
+def test_stopping_after_the_first_output_stops_every_shard(tmp_path: Path, from_file) -> None:
+    # Many rounds of output, so that the shards' senders are blocked on full pipes when the
+    # reader stops (as `--strict` does at the first malformed line).
+    text = ("\n".join(_fleet_lines(6 * ROUND_LINES)) + "\n").encode()
+    path = tmp_path / "fleet.jsonl"
+    path.write_bytes(text)
+    source = FileInput(str(path))
+    items = source if from_file else list(source)
+    outs, _ = replay_sharded(ReplaySpec(POLICY), items, 2)
+    assert next(outs).pos > 0
+    before = multiprocessing.active_children()
+    assert len(before) == 2
+    outs.close()  # type: ignore[attr-defined]  # a generator
+    for proc in before:
+        proc.join(timeout=10)
+    assert [p.exitcode for p in before] == [0, 0]  # left on their own, not terminated

@@ -26,9 +26,10 @@ from tests.chaos.invariants import check
 from tests.integration.conftest import SessionBroker, lose_data, start_broker
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def own_broker() -> Iterator[SessionBroker]:
-    """A broker of this test's own: restarting it must not disturb the session's."""
+    """A broker of this module's own: restarting it must not disturb the session's (each test
+    makes topics of its own after the previous one's loss)."""
     broker = start_broker()
     try:
         yield broker

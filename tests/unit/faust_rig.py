@@ -1,6 +1,7 @@
 """A Faust consumer and conductor with a scripted fetch source instead of Kafka (unit tests).
 
-`build_rig` builds the worker's real consumer and conductor (`build_app`, never started);
+`unit_wiring` builds the worker's real Faust app against an address nobody listens on (never
+started: no broker is contacted); `build_rig` adds its consumer and conductor, where
 `_getmany` returns the record maps a test lays out, then stops the fetcher; the broker-side
 commit and seek are recorded instead of sent.
 """
@@ -26,6 +27,23 @@ TOPIC = "unit.tool-calls"
 TP0 = TP(TOPIC, 0)
 Hook = Callable[[int], Awaitable[None]]
 Fetch = dict[TP, list[ConsumerRecord[bytes, bytes]]]
+
+
+def unit_wiring(tmp_path: Path, app_id: str) -> Wiring:
+    """The worker's Faust app reading `TOPIC`, built but never started (close_unstarted)."""
+    settings = Settings(
+        broker="kafka://127.0.0.1:9",
+        app_id=app_id,
+        data_dir=tmp_path,
+        topic_tool_calls=TOPIC,
+        topic_compactions="unit.compactions",
+    )
+    return build_app(settings, Metrics())
+
+
+def close_unstarted(consumer: Any) -> None:
+    """Close the event loop the (never started) consumer thread made."""
+    consumer._thread.thread_loop.close()
 
 
 def records(tag: bytes, offsets: range | list[int]) -> Fetch:
@@ -109,14 +127,7 @@ async def build_rig(
     With `subscribe_inputs` the input topic itself is the conductor's channel (the rig's own
     agent reads its queue); without, an agent subscribes its channel (`Rig.subscribe`).
     """
-    settings = Settings(
-        broker="kafka://127.0.0.1:9",
-        app_id="unit-drain",
-        data_dir=tmp_path,
-        topic_tool_calls=TOPIC,
-        topic_compactions="unit.compactions",
-    )
-    wiring = build_app(settings, Metrics())
+    wiring = unit_wiring(tmp_path, "unit-drain")
     app = wiring.app
     if subscribe_inputs:
         app.topics.add(wiring.inputs)
@@ -143,7 +154,7 @@ async def build_rig(
     try:
         yield rig
     finally:
-        consumer._thread.thread_loop.close()  # made by the (never started) consumer thread
+        close_unstarted(consumer)
 
 
 async def turns(n: int) -> None:

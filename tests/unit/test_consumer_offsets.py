@@ -17,24 +17,13 @@ import pytest
 from faust.types import TP
 from faust.types.tuples import Message
 
-from loopguard.config.settings import Settings
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.worker.app import build_app
-
-TOPIC = "unit.tool-calls"
+from tests.unit.faust_rig import TOPIC, close_unstarted, unit_wiring
 
 
 @pytest.fixture
 async def consumer(tmp_path: Path) -> AsyncIterator[Any]:
     """The worker's consumer, with the input topic registered as an acking topic."""
-    settings = Settings(
-        broker="kafka://127.0.0.1:9",
-        app_id="unit-offsets",
-        data_dir=tmp_path,
-        topic_tool_calls=TOPIC,
-        topic_compactions="unit.compactions",
-    )
-    wiring = build_app(settings, Metrics())
+    wiring = unit_wiring(tmp_path, "unit-offsets")
     wiring.app.topics.add(wiring.inputs)
     await wiring.app.topics._update_indices()
     consumer = wiring.app.consumer
@@ -42,7 +31,7 @@ async def consumer(tmp_path: Path) -> AsyncIterator[Any]:
     try:
         yield consumer
     finally:
-        consumer._thread.thread_loop.close()  # made by the (never started) consumer thread
+        close_unstarted(consumer)
 
 
 def _record(offset: int) -> Message:

@@ -18,23 +18,14 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from loopguard.config.settings import Settings
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.worker.app import build_app
 from loopguard.streams.worker.faust.internals import seek_assigned_to_committed
+from tests.unit.faust_rig import TOPIC, close_unstarted, unit_wiring
 
 
 @pytest.fixture
 async def consumer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
     """The worker's Faust consumer, its thread holding a real (unstarted) aiokafka consumer."""
-    settings = Settings(
-        broker="kafka://127.0.0.1:9",
-        app_id="unit-seek-none",
-        data_dir=tmp_path,
-        topic_tool_calls="unit.tool-calls",
-        topic_compactions="unit.compactions",
-    )
-    consumer = build_app(settings, Metrics()).app.consumer
+    consumer = unit_wiring(tmp_path, "unit-seek-none").app.consumer
     thread = consumer._thread
     kafka = thread._create_worker_consumer(consumer.transport)
 
@@ -47,7 +38,7 @@ async def consumer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
         yield consumer
     finally:
         await kafka.stop()
-        thread.thread_loop.close()  # made by the (never started) consumer thread
+        close_unstarted(consumer)
 
 
 async def test_aiokafka_alone_refuses_to_seek_with_nothing_assigned() -> None:
@@ -68,9 +59,9 @@ async def test_seeking_with_nothing_assigned_returns_no_offsets() -> None:
 
 
 async def test_recovery_seek_after_an_empty_assignment_does_not_crash(consumer: Any) -> None:
-    consumer._read_offset[TopicPartition("unit.tool-calls", 0)] = 5
+    consumer._read_offset[TopicPartition(TOPIC, 0)] = 5
 
     await consumer.perform_seek()  # Faust's recovery, after the empty rebalance
 
     assert consumer.flow_active  # the seek resumed the flow it stopped
-    assert dict(consumer._read_offset) == {TopicPartition("unit.tool-calls", 0): 5}
+    assert dict(consumer._read_offset) == {TopicPartition(TOPIC, 0): 5}

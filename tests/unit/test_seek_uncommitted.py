@@ -18,28 +18,17 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition
 
-from loopguard.config.settings import Settings
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.worker.app import build_app
-
-TOPIC = "unit.tool-calls"
+from tests.unit.faust_rig import TOPIC, close_unstarted, unit_wiring
 
 
 @pytest.fixture
 async def consumer(tmp_path: Path) -> AsyncIterator[Any]:
     """The worker's consumer (with its run-state table, hence a changelog topic)."""
-    settings = Settings(
-        broker="kafka://127.0.0.1:9",
-        app_id="unit-seek",
-        data_dir=tmp_path,
-        topic_tool_calls=TOPIC,
-        topic_compactions="unit.compactions",
-    )
-    consumer = build_app(settings, Metrics()).app.consumer
+    consumer = unit_wiring(tmp_path, "unit-seek").app.consumer
     try:
         yield consumer
     finally:
-        consumer._thread.thread_loop.close()  # made by the (never started) consumer thread
+        close_unstarted(consumer)
 
 
 def _recorders(

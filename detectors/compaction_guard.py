@@ -31,10 +31,11 @@ def observe_guard(state: RunState, record: Record, th: Thresholds) -> GuardAbort
         return None
     if state.guard_seq is not None and record.seq <= state.guard_seq:
         return None  # happened before the compaction, only delivered after it
-    if record.result_hash is None:
+    rhash = record.result_hash  # the guard keeps text (RunState.guard_obs)
+    if rhash is None:
         return None
     state.guard_remaining -= 1
-    obs = (record.tool, record.args_hash, record.result_hash)
+    obs = (record.tool, record.args_hash, rhash)
     state.guard_obs.append(obs)
     count = state.guard_obs.count(obs)
     window = th.post_compaction_window_size
@@ -56,6 +57,6 @@ def observe_guard(state: RunState, record: Record, th: Thresholds) -> GuardAbort
 
 def late_outcomes(state: RunState, seq: int) -> list[Record]:
     """Recorded outcomes with a seq after `seq`, in seq order (for a late compaction)."""
-    done = [r for r in state.history if r.result_hash is not None and r.seq > seq]
+    done = [r for r in state.history if r.result_key is not None and r.seq > seq]
     done.sort(key=lambda r: r.seq)
     return done

@@ -18,6 +18,7 @@ from loopguard.detectors.canonical import (
     canonical_json_bytes,
     js_number_text,
 )
+from loopguard.detectors.hashkeys import HashKey, hash_key, hash_text
 from loopguard.detectors.sharing import share
 from loopguard.detectors.values import DEFAULT_CHANNEL_TOOLS, JSON, UNDEFINED, Outcome, _Undefined
 
@@ -25,6 +26,7 @@ __all__ = [
     "DEFAULT_CHANNEL_TOOLS",
     "args_hash",
     "call_signature",
+    "call_signature_key",
     "canonical_json",
     "digest",
     "error_text",
@@ -33,6 +35,7 @@ __all__ = [
     "outcome_text",
     "outcome_unknown_tool_name",
     "result_hash",
+    "result_key",
     "unknown_tool_name",
 ]
 
@@ -80,7 +83,7 @@ _CACHE_ENTRIES: Final = 4096
 _CACHED_NAME_CHARS: Final = 128
 _CACHED_ARGS_BYTES: Final = 256
 _TOOL_NAMES: dict[str, str] = {}
-_SIGNATURES: dict[tuple[str, str], str] = {}
+_SIGNATURES: dict[tuple[str, str], tuple[str, bytes]] = {}
 
 
 def normalize_tool(name: str) -> str:
@@ -103,21 +106,36 @@ def digest(value: JSONLike) -> str:
     return sha256(canonical_json_bytes(value)).hexdigest()
 
 
+def _raw(value: JSONLike) -> bytes:
+    """SHA-256 of the value's canonical JSON as UTF-8: `digest`'s 32 bytes (its hash key)."""
+    return sha256(canonical_json_bytes(value)).digest()
+
+
 def call_signature(tool: str, args: JSON | _Undefined) -> tuple[str, str]:
-    """(normalised tool, args_hash) of a call, the hash shared: what `ToolCall` stores."""
+    """(normalised tool, args_hash) of a call."""
+    name, text, _ = call_signature_key(tool, args)
+    return name, text
+
+
+def call_signature_key(tool: str, args: JSON | _Undefined) -> tuple[str, str, bytes]:
+    """(normalised tool, args_hash, its hash key) of a call, the key shared: what `ToolCall`
+    stores (detectors/hashkeys.py)."""
     name = normalize_tool(tool)
     body = canonical_json_bytes(args)
     # The key holds the text, not orjson's bytes: those keep orjson's whole output buffer
     # (4 KB and more since orjson 3.12), which made 4,096 entries cost 17 MB of RSS.
     key = (name, body.decode()) if len(body) <= _CACHED_ARGS_BYTES else None
-    signature = None if key is None else _SIGNATURES.get(key)
-    if signature is None:
-        signature = share(name + ":" + sha256(body).hexdigest())
-        if key is not None:
-            if len(_SIGNATURES) >= _CACHE_ENTRIES:
-                _SIGNATURES.clear()
-            _SIGNATURES[key] = signature
-    return name, signature
+    known = None if key is None else _SIGNATURES.get(key)
+    if known is not None:
+        return name, known[0], known[1]
+    raw = sha256(body).digest()
+    text = name + ":" + raw.hex()
+    hkey = share(name.encode("utf-8", "surrogatepass") + b":" + raw)
+    if key is not None:
+        if len(_SIGNATURES) >= _CACHE_ENTRIES:
+            _SIGNATURES.clear()
+        _SIGNATURES[key] = (text, hkey)
+    return name, text, hkey
 
 
 def args_hash(tool: str, args: JSON | _Undefined) -> str:
@@ -276,16 +294,29 @@ def result_hash(
     channel_tools: frozenset[str] = DEFAULT_CHANNEL_TOOLS,
 ) -> str | None:
     """The result hash (docs/semantics.md §3) of `tool`'s outcome for `args`, or None."""
+    if outcome.kind == "hashed":
+        return outcome.hash
+    key = result_key(tool, args, outcome, channel_tools)
+    return None if key is None else hash_text(key)
+
+
+def result_key(
+    tool: str,
+    args: JSON | _Undefined,
+    outcome: Outcome,
+    channel_tools: frozenset[str] = DEFAULT_CHANNEL_TOOLS,
+) -> HashKey | None:
+    """`result_hash`'s hash key (detectors/hashkeys.py), computed from the raw digest."""
     kind = outcome.kind
     if kind == "error":
-        return "error:" + digest(error_text(outcome.value))
+        return b"error:" + _raw(error_text(outcome.value))
     if kind == "hashed":
-        return outcome.hash
+        return None if outcome.hash is None else hash_key(outcome.hash)
     result = outcome.value
     if kind == "pending" or result is UNDEFINED:
         return None
     if not isinstance(result, dict):
-        return digest(result)
+        return _raw(result)
     raw_details = result.get("details")
     details: dict[str, JSON] = raw_details if isinstance(raw_details, dict) else {}
     status = details.get("status")
@@ -295,13 +326,13 @@ def result_hash(
     if tool == "exec" and isinstance(status, str):
         exec_outcome = _exec_outcome(status, details, text)
         if exec_outcome is not None:
-            return digest(exec_outcome)
+            return _raw(exec_outcome)
     if tool == "process" and isinstance(args, dict):
         action = args.get("action")
         if isinstance(action, str) and action in ("poll", "log"):
-            return digest(_poll_outcome(action, details, text))
+            return _raw(_poll_outcome(action, details, text))
     if _is_send(tool, args, channel_tools):
-        return digest(_strip_send_ids(details))
+        return _raw(_strip_send_ids(details))
     # Rule 8 written out: the hottest path, and the keys are already in order.
     body = b'{"details":' + canonical_json_bytes(details) + b',"text":' + canonical_json_bytes(text)
-    return sha256(body + b"}").hexdigest()
+    return sha256(body + b"}").digest()

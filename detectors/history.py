@@ -8,7 +8,8 @@ it newest first; none of them include the call being decided.
 
 from __future__ import annotations
 
-from loopguard.detectors.hashing import outcome_unknown_tool_name, result_hash
+from loopguard.detectors.hashing import outcome_unknown_tool_name, result_key
+from loopguard.detectors.hashkeys import HashKey, hash_key
 from loopguard.detectors.history_2026_9 import record_facts
 from loopguard.detectors.profiles import OPENCLAW_2026_9
 from loopguard.detectors.sharing import SHARED, share_new
@@ -25,7 +26,7 @@ def _trim(history: list[Record], size: int) -> None:
 def record_call(state: RunState, call: ToolCall, th: Thresholds, seq: int = 0) -> None:
     """Append a pending record for a call that is about to run."""
     history = state.history
-    history.append(Record(call.tool, call.args_hash, call.tool_call_id, None, None, seq))
+    history.append(Record(call.tool, call.args_key, call.tool_call_id, None, None, seq))
     if len(history) > th.history_size:
         del history[: len(history) - th.history_size]
 
@@ -41,44 +42,50 @@ def record_outcome(
     """Attach an outcome to its pending record (or append a completed one); None if unhashable."""
     if th.semantics == OPENCLAW_2026_9:
         return record_facts(state, call, outcome, th, seq, event_id)
-    rhash = result_hash(call.tool, call.args, outcome, th.channel_tools)
-    if rhash is None:
+    rkey = result_key(call.tool, call.args, outcome, th.channel_tools)
+    if rkey is None:
         return None
-    shared = SHARED.get(rhash)  # runs that see the same result share one string
-    rhash = share_new(rhash) if shared is None else shared
+    shared = SHARED.get(rkey)  # runs that see the same result share one key
+    rkey = share_new(rkey) if shared is None else shared
     unknown = outcome_unknown_tool_name(outcome)
     history = state.history
-    tool, ahash, tcid = call.tool, call.args_hash, call.tool_call_id
+    tool, ahash, tcid = call.tool, call.args_key, call.tool_call_id
     for i in range(len(history) - 1, -1, -1):
         rec = history[i]
         if tcid and rec.tool_call_id != tcid:
             continue
-        if rec.result_hash is None and rec.args_hash == ahash and rec.tool == tool:
+        if rec.result_key is None and rec.args_key == ahash and rec.tool == tool:
             # A completed record needs no tool_call_id (it pairs a pending one; not persisted).
-            done = Record(tool, ahash, None, rhash, unknown, seq, event_id)
+            done = Record(tool, ahash, None, rkey, unknown, seq, event_id)
             history[i] = done
             return done
-    done = Record(tool, ahash, None, rhash, unknown, seq, event_id)
+    done = Record(tool, ahash, None, rkey, unknown, seq, event_id)
     history.append(done)
     _trim(history, th.history_size)
     return done
 
 
-def repeat_counts(history: list[Record], tool: str, args_hash: str) -> tuple[int, str | None, int]:
-    """(no_progress streak, its outcome hash, recent_count) for one call, in one pass.
+def repeat_counts(
+    history: list[Record], tool: str, args_hash: HashKey
+) -> tuple[int, HashKey | None, int]:
+    """(no_progress streak, its outcome's hash key, recent_count) for one call, in one pass.
 
     no_progress: skip other calls and pending records; the newest outcome is `latest`; count
     consecutive records with that outcome. recent_count: records of this call, pending included.
+    `args_hash` is the call's text or its key (detectors/hashkeys.py); `hash_text` gives the
+    outcome's text.
     """
+    if type(args_hash) is str:
+        args_hash = hash_key(args_hash)
     streak = 0
-    latest: str | None = None
+    latest: HashKey | None = None
     recent = 0
     counting = True
     for rec in reversed(history):
-        if rec.args_hash != args_hash or rec.tool != tool:
+        if rec.args_key != args_hash or rec.tool != tool:
             continue
         recent += 1
-        rhash = rec.result_hash
+        rhash = rec.result_key
         if not counting or not rhash:
             continue
         if latest is None:

@@ -12,6 +12,7 @@ the echo of that block â€” a veto result with the vetoed call's `tool_call_id` â
 
 from __future__ import annotations
 
+from loopguard.detectors.hashkeys import HashKey, hash_key
 from loopguard.detectors.outcome_facts import TOOL_LOOP_VETO, OutcomeFacts, outcome_facts
 from loopguard.detectors.sharing import share
 from loopguard.detectors.state import RunState
@@ -29,7 +30,11 @@ def _trim(history: list[Record], size: int) -> None:
 
 
 def _shared(value: str | None) -> str | None:
-    return None if value is None else share(value)  # runs share recurring hashes
+    return None if value is None else share(value)  # runs share recurring identities
+
+
+def _shared_key(value: str | None) -> HashKey | None:
+    return None if value is None else share(hash_key(value))  # and recurring hashes
 
 
 def _is_echo(history: list[Record], tool_call_id: str | None) -> bool:
@@ -50,12 +55,12 @@ def _store(
     event_id: str | None,
 ) -> Record:
     is_veto = facts.outcome_kind == TOOL_LOOP_VETO
-    tool, ahash, tcid = call.tool, call.args_hash, call.tool_call_id
+    tool, ahash, tcid = call.tool, call.args_key, call.tool_call_id
     done = Record(
         tool,
         ahash,
         tcid if is_veto else None,  # a veto keeps its id to recognise the block's echo
-        _shared(facts.result_hash),
+        _shared_key(facts.result_hash),
         facts.unknown_tool_name,
         seq,
         event_id,
@@ -68,9 +73,9 @@ def _store(
         rec = history[i]
         if tcid and rec.tool_call_id != tcid:
             continue
-        if rec.tool != tool or rec.args_hash != ahash:
+        if rec.tool != tool or rec.args_key != ahash:
             continue
-        if rec.result_hash is None and rec.outcome_kind is None:
+        if rec.result_key is None and rec.outcome_kind is None:
             history[i] = done
             return done
     history.append(done)

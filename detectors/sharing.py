@@ -1,4 +1,4 @@
-"""One string object for equal hash strings that recur, without `sys.intern`'s per-string cost.
+"""One object for equal hash strings and keys that recur, without `sys.intern`'s cost.
 
 Records of many runs hold the same recurring hashes (a poll that never changes, a file read
 by every run); giving them one object saves ~113 B a record. `sys.intern` did that, but it
@@ -10,17 +10,20 @@ next occurrence on, and a unique one costs nothing once its records are gone.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, TypeVar, cast
 
 __all__ = ["SHARED", "share", "share_new"]
 
 #: Entries the memo holds before it is emptied (at most ~0.7 MB with 64-hex-digit hashes).
 SHARED_ENTRIES: Final = 4096
 #: The memo itself: read it inline where one lookup per event matters (`SHARED.get(s)`).
-SHARED: dict[str, str] = {}
+#: Its values are texts and hash keys (detectors/hashkeys.py), each its own key.
+SHARED: dict[str | bytes, str | bytes] = {}
+
+_Shared = TypeVar("_Shared", bound=str | bytes)
 
 
-def share_new(s: str) -> str:
+def share_new(s: _Shared) -> _Shared:
     """Remember `s` as the shared object of its value (after a `SHARED` miss) and return it."""
     if len(SHARED) >= SHARED_ENTRIES:
         SHARED.clear()
@@ -28,7 +31,7 @@ def share_new(s: str) -> str:
     return s
 
 
-def share(s: str) -> str:
-    """The shared object equal to `s`: an earlier equal string still in the memo, else `s`."""
+def share(s: _Shared) -> _Shared:
+    """The shared object equal to `s`: an earlier equal value still in the memo, else `s`."""
     shared = SHARED.get(s)
-    return share_new(s) if shared is None else shared
+    return share_new(s) if shared is None else cast(_Shared, shared)

@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from loopguard.detectors.errors import InvalidState
+from loopguard.detectors.hashkeys import HashKey, hash_key, hash_text
 from loopguard.detectors.jsjson import NotJSON, dumps, loads
 from loopguard.detectors.sharing import share
 from loopguard.detectors.values import Record
@@ -119,15 +120,18 @@ class RunState:
         # loop is written for speed: `table.setdefault(s, len(table))` interns a string in one
         # call, and the rare cells (event id, pending call id, unknown tool, 2026.9 facts) are
         # looked at only when present. The table's order is the order of first use, as before.
-        table: dict[str, int] = {}
+        # Its entries are hash keys (detectors/hashkeys.py): one per distinct text, as records
+        # hold them; any other text goes in through `hash_key` too (a tool name, an event id
+        # prefix or an identity could end in 64 hex digits and equal a hash's text).
+        table: dict[HashKey, int] = {}
         ref = table.setdefault
         rows: list[list[Any]] = []
         prev_seq = 0
         for r in self.history:
-            rhash, seq = r.result_hash, r.seq
+            rhash, seq, tool = r.result_key, r.seq, r.tool
             row: list[Any] = [
-                ref(r.tool, len(table)),
-                ref(r.args_hash, len(table)),
+                ref(tool if len(tool) < 64 else hash_key(tool), len(table)),
+                ref(r.args_key, len(table)),
                 -1 if rhash is None else ref(rhash, len(table)),
                 seq - prev_seq,  # delta-coded: seqs grow without bound, gaps stay small
             ]
@@ -161,7 +165,11 @@ class RunState:
                 self.guard_remaining,
                 self.guard_seq,
                 [
-                    [ref(t, len(table)), ref(a, len(table)), ref(h, len(table))]
+                    [
+                        ref(hash_key(t), len(table)),
+                        ref(hash_key(a), len(table)),
+                        ref(hash_key(h), len(table)),
+                    ]
                     for t, a, h in self.guard_obs
                 ],
             ]
@@ -190,20 +198,29 @@ class RunState:
             raise InvalidState("not a RunState of format 1, 2 or 3")
         extra = 1 if doc["v"] >= 2 else 0  # format 2 rows carry the event id at index 4
         try:
-            table = [share(_unpack(s)) for s in doc.get("t", [])]  # shared by runs
+            keys = [share(_unpack(s)) for s in doc.get("t", [])]  # shared by runs
             history = []
             seq = 0
             for row in doc.get("h", []):
                 t, a, r, delta = row[:4]
                 seq += delta
-                eid = _event_id(row[4], seq, table) if extra and len(row) > 4 else None
+                eid = _event_id(row[4], seq, keys) if extra and len(row) > 4 else None
                 tcid = row[4 + extra] if len(row) > 4 + extra else None
                 unk = row[5 + extra] if len(row) > 5 + extra else None
-                result = None if r < 0 else table[r]
-                kind, identity, no_progress = _facts(row[7] if len(row) > 7 else None, table)
+                result = None if r < 0 else keys[r]
+                kind, identity, no_progress = _facts(row[7] if len(row) > 7 else None, keys)
                 history.append(
                     Record(
-                        table[t], table[a], tcid, result, unk, seq, eid, kind, identity, no_progress
+                        _text(keys[t]),
+                        keys[a],
+                        tcid,
+                        result,
+                        unk,
+                        seq,
+                        eid,
+                        kind,
+                        identity,
+                        no_progress,
                     )
                 )
             remaining, gseq, obs = doc.get("g", [0, None, []])
@@ -218,7 +235,7 @@ class RunState:
                 agent_id=doc.get("a"),
                 guard_remaining=remaining,
                 guard_seq=gseq,
-                guard_obs=[(table[t], table[a], table[h]) for t, a, h in obs],
+                guard_obs=[(_text(keys[t]), _text(keys[a]), _text(keys[h])) for t, a, h in obs],
                 tool_seq=tool_seq,
                 life_seq=life_seq,
                 ended_seq=ended_seq,
@@ -245,35 +262,42 @@ _KIND_FLAGS = {"tool-loop-veto": 2, "terminal-exec-failure": 4}
 _FLAG_KINDS = {flag: kind for kind, flag in _KIND_FLAGS.items()}
 
 
-def _facts_cell(r: Record, table: dict[str, int]) -> list[int]:
+def _text(key: HashKey) -> str:
+    """A table entry's text (a tool name, an event id prefix, an identity or a hash)."""
+    return key if type(key) is str else hash_text(key)
+
+
+def _facts_cell(r: Record, table: dict[HashKey, int]) -> list[int]:
     """A record's 2026.9 outcome facts as written (its failure identity interned in `table`)."""
     flags = (1 if r.no_progress else 0) | _KIND_FLAGS.get(r.outcome_kind or "", 0)
     identity = r.failure_identity
-    return [flags, -1 if identity is None else table.setdefault(identity, len(table))]
+    return [flags, -1 if identity is None else table.setdefault(hash_key(identity), len(table))]
 
 
-def _facts(cell: list[int] | None, table: list[str]) -> tuple[str | None, str | None, bool]:
+def _facts(cell: list[int] | None, table: list[HashKey]) -> tuple[str | None, str | None, bool]:
     if cell is None:
         return None, None, False
     flags, identity = cell
-    return _FLAG_KINDS.get(flags & 6), None if identity < 0 else table[identity], bool(flags & 1)
+    text = None if identity < 0 else _text(table[identity])
+    return _FLAG_KINDS.get(flags & 6), text, bool(flags & 1)
 
 
-def _event_ref(event_id: str | None, seq: int, table: dict[str, int]) -> int | str | None:
+def _event_ref(event_id: str | None, seq: int, table: dict[HashKey, int]) -> int | str | None:
     """An event id as written: the interned prefix when it is `<prefix><seq>` (the runtime
     client's `<run_id>:<seq>`), so a run's ids cost one table entry; else the id itself."""
     if event_id is None:
         return None
     tail = str(seq)
     if event_id.endswith(tail):
-        return table.setdefault(event_id[: -len(tail)], len(table))
+        prefix = event_id[: -len(tail)]
+        return table.setdefault(prefix if len(prefix) < 64 else hash_key(prefix), len(table))
     return event_id
 
 
-def _event_id(cell: int | str | None, seq: int, table: list[str]) -> str | None:
+def _event_id(cell: int | str | None, seq: int, table: list[HashKey]) -> str | None:
     if cell is None or isinstance(cell, str):
         return cell
-    return table[cell] + str(seq)
+    return _text(table[cell]) + str(seq)
 
 
 # Hashes recur across a run's records and across runs: memoising the pure (un)packing makes
@@ -285,8 +309,14 @@ _MEMO_SIZE = 1 << 12
 
 
 @lru_cache(maxsize=_MEMO_SIZE)
-def _pack(s: str) -> str:
-    """'h' + prefix + base64(digest) for '<prefix><64 lowercase hex>', else 's' + s."""
+def _pack(s: HashKey) -> str:
+    """'h' + prefix + base64(digest) for '<prefix><64 lowercase hex>' (or its hash key), else
+    's' + s."""
+    if type(s) is bytes:
+        prefix = s[:-32].decode("utf-8", "surrogatepass")
+        b64 = binascii.b2a_base64(s[-32:], newline=False)[:43].translate(_URLSAFE).decode()
+        return "h" + prefix + b64
+    assert isinstance(s, str)
     n = len(s)
     if n < 64 or _HEX64.fullmatch(s, n - 64) is None:
         return "s" + s
@@ -295,10 +325,11 @@ def _pack(s: str) -> str:
 
 
 @lru_cache(maxsize=_MEMO_SIZE)
-def _unpack(s: str) -> str:
+def _unpack(s: str) -> HashKey:
+    """A table entry's hash key (`_pack`'s inverse, up to `hash_text`)."""
     if s[:1] == "s":
-        return s[1:]
+        return hash_key(s[1:])
     if s[:1] == "h" and len(s) >= 44:
         digest = base64.urlsafe_b64decode(s[-43:] + "=")
-        return s[1:-43] + digest.hex()
+        return s[1:-43].encode("utf-8", "surrogatepass") + digest
     raise InvalidState(f"bad interned entry {s[:16]!r}")

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from loopguard.detectors.hashkeys import HashKey, hash_key
+
 __all__ = ["HistoryRecord", "no_progress_2026_9", "recent_count"]
 
 VETO = "tool-loop-veto"
@@ -32,9 +34,9 @@ class HistoryRecord(Protocol):
     @property
     def tool(self) -> str: ...
     @property
-    def args_hash(self) -> str: ...
+    def args_key(self) -> HashKey: ...
     @property
-    def result_hash(self) -> str | None: ...
+    def result_key(self) -> HashKey | None: ...
     @property
     def outcome_kind(self) -> str | None: ...
     @property
@@ -44,8 +46,8 @@ class HistoryRecord(Protocol):
 
 
 def _walk(
-    history: Sequence[HistoryRecord], tool: str, args_hash: str, terminal_only: bool
-) -> tuple[int, str | None]:
+    history: Sequence[HistoryRecord], tool: str, args_hash: HashKey, terminal_only: bool
+) -> tuple[int, HashKey | None]:
     streak = 0
     pending_vetoes = 0
     latest: HistoryRecord | None = None
@@ -56,45 +58,48 @@ def _walk(
             if terminal_only:
                 break
             continue
-        if not terminal_only and rec.args_hash != args_hash:
+        if not terminal_only and rec.args_key != args_hash:
             continue
         if rec.outcome_kind == VETO:
             pending_vetoes += 1
             continue
-        rhash = rec.result_hash
+        rhash = rec.result_key
         if not rhash:
             continue
         if terminal_only and rec.outcome_kind != TERMINAL:
             break
         if latest is None:
             latest = rec
-            crossed = rec.args_hash != args_hash
+            crossed = rec.args_key != args_hash
             streak = pending_vetoes + 1
             pending_vetoes = 0
             continue
         if terminal_only:
-            if crossed and rec.args_hash == args_hash:
+            if crossed and rec.args_key == args_hash:
                 break
-            if rec.args_hash != args_hash:
+            if rec.args_key != args_hash:
                 crossed = True
         same_failure = (
             terminal_only
             and rec.failure_identity is not None
             and rec.failure_identity == latest.failure_identity
         )
-        if rhash != latest.result_hash and not same_failure:
+        if rhash != latest.result_key and not same_failure:
             break
         streak += pending_vetoes + 1
         pending_vetoes = 0
     if latest is None:
         return (0 if terminal_only else pending_vetoes), None
-    return streak, latest.result_hash
+    return streak, latest.result_key
 
 
 def no_progress_2026_9(
-    history: Sequence[HistoryRecord], tool: str, args_hash: str
-) -> tuple[int, str | None]:
-    """(no-progress count, the streak's latest outcome hash) for a call of `tool`/`args_hash`."""
+    history: Sequence[HistoryRecord], tool: str, args_hash: HashKey
+) -> tuple[int, HashKey | None]:
+    """(no-progress count, the streak's latest outcome's hash key) for a call of
+    `tool`/`args_hash` (its text or key, detectors/hashkeys.py)."""
+    if type(args_hash) is str:
+        args_hash = hash_key(args_hash)
     same_args = _walk(history, tool, args_hash, False)
     if tool != "exec":
         return same_args
@@ -102,6 +107,7 @@ def no_progress_2026_9(
     return failures if failures[0] > same_args[0] else same_args
 
 
-def recent_count(history: Sequence[HistoryRecord], tool: str, args_hash: str) -> int:
+def recent_count(history: Sequence[HistoryRecord], tool: str, args_hash: HashKey) -> int:
     """Records of this call in the window: pending, completed and vetoed alike."""
-    return sum(1 for rec in history if rec.args_hash == args_hash and rec.tool == tool)
+    key = hash_key(args_hash) if type(args_hash) is str else args_hash
+    return sum(1 for rec in history if rec.args_key == key and rec.tool == tool)

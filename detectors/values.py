@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Final, Literal, TypeAlias
 
+from loopguard.detectors.hashkeys import HashKey, hash_key, hash_text
 from loopguard.detectors.profiles import CONFIGURABLE, Semantics
 from loopguard.detectors.sharing import share
 
@@ -89,14 +90,18 @@ class ToolCall:
     tool_call_id: str | None = None
     args_hash: str = ""
     action: str | None = None  # args.action when it is a string (known polls, sends)
+    # args_hash's compact form, what records keep and the rules compare (detectors/hashkeys.py)
+    args_key: HashKey = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         hashing = _HASHING or _hashing()
         if self.args_hash:
             self.tool = hashing.normalize_tool(self.tool)
-            self.args_hash = share(self.args_hash)  # repeated calls share one string
+            self.args_key = share(hash_key(self.args_hash))  # repeated calls share one key
         else:
-            self.tool, self.args_hash = hashing.call_signature(self.tool, self.args)
+            self.tool, self.args_hash, self.args_key = hashing.call_signature_key(
+                self.tool, self.args
+            )
         args = self.args
         if self.action is None and type(args) is dict:
             action = args.get("action")
@@ -160,18 +165,21 @@ class Record:
     the block's echo.
 
     A worker holds up to `historySize` records for each of thousands of runs, so a record is
-    six slots, not ten (80 B instead of 112, docs/performance.md "Memory"): the five fields a
-    completed record of the configurable profile rarely has (`tool_call_id`,
+    compact (docs/performance.md "Memory"): six slots, not ten (80 B instead of 112), as the
+    five fields a completed record of the configurable profile rarely has (`tool_call_id`,
     `unknown_tool_name`, `outcome_kind`, `failure_identity`, `no_progress`) share one slot,
-    None while they hold their defaults. Immutable by contract, like ToolCall; equal and
+    None while they hold their defaults; and the two hashes are held as hash keys
+    (`args_key`, `result_key`: 32 raw digest bytes instead of 64 hex digits,
+    detectors/hashkeys.py), which the rules compare; `args_hash` and `result_hash` give their
+    text. The constructor takes either form. Immutable by contract, like ToolCall; equal and
     hashable by value (tool_call_id excluded) as the dataclass it replaces was.
     """
 
-    __slots__ = ("_rare", "args_hash", "event_id", "result_hash", "seq", "tool")
+    __slots__ = ("_rare", "args_key", "event_id", "result_key", "seq", "tool")
 
     tool: str
-    args_hash: str
-    result_hash: str | None
+    args_key: HashKey
+    result_key: HashKey | None
     seq: int
     event_id: str | None
     _rare: _Rare | None
@@ -179,9 +187,9 @@ class Record:
     def __init__(
         self,
         tool: str,
-        args_hash: str,
+        args_hash: HashKey,
         tool_call_id: str | None = None,
-        result_hash: str | None = None,
+        result_hash: HashKey | None = None,
         unknown_tool_name: str | None = None,
         seq: int = 0,
         event_id: str | None = None,
@@ -190,8 +198,8 @@ class Record:
         no_progress: bool = False,
     ) -> None:
         self.tool = tool
-        self.args_hash = args_hash
-        self.result_hash = result_hash
+        self.args_key = hash_key(args_hash) if type(args_hash) is str else args_hash
+        self.result_key = hash_key(result_hash) if type(result_hash) is str else result_hash
         self.seq = seq
         self.event_id = event_id
         if (
@@ -210,6 +218,17 @@ class Record:
                 failure_identity,
                 no_progress,
             )
+
+    @property
+    def args_hash(self) -> str:
+        """The call signature `<tool>:<digest>` as text."""
+        return hash_text(self.args_key)
+
+    @property
+    def result_hash(self) -> str | None:
+        """The outcome's hash as text; None while the record is pending."""
+        key = self.result_key
+        return None if key is None else hash_text(key)
 
     @property
     def tool_call_id(self) -> str | None:
@@ -250,8 +269,8 @@ class Record:
         rare = self._rare or _COMMON
         return (
             self.tool,
-            self.args_hash,
-            self.result_hash,
+            self.args_key,
+            self.result_key,
             rare[1],
             self.seq,
             self.event_id,

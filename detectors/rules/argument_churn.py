@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loopguard.detectors.hashkeys import HashKey, hash_key
 from loopguard.detectors.streaks import HistoryRecord
 from loopguard.detectors.values import Thresholds, ToolCall, Verdict
 
@@ -24,22 +25,25 @@ LIVENESS_SIGNAL = "argument_churn"
 MIN_STABLE_CALLS = 3  # per variant; fixed in OpenClaw 2026.9
 
 
-def churn(history: Sequence[HistoryRecord], tool: str, args_hash: str) -> tuple[int, int]:
-    """(count, stable variants) of argument churn for the current call; (0, 0) when none."""
-    outcomes: dict[str, tuple[str, int]] = {}  # args hash → (first outcome hash, count)
+def churn(history: Sequence[HistoryRecord], tool: str, args_hash: HashKey) -> tuple[int, int]:
+    """(count, stable variants) of argument churn for the current call; (0, 0) when none.
+    `args_hash`: the call's text or key (detectors/hashkeys.py)."""
+    if type(args_hash) is str:
+        args_hash = hash_key(args_hash)
+    outcomes: dict[HashKey, tuple[HashKey, int]] = {}  # args key → (first outcome key, count)
     for i in range(len(history) - 1, -1, -1):
         rec = history[i]
         if rec.tool != tool:
             break
-        rhash = rec.result_hash
+        rhash = rec.result_key
         if not rhash:
             continue
         if not rec.no_progress:
             break
-        seen = outcomes.get(rec.args_hash)
+        seen = outcomes.get(rec.args_key)
         if seen is not None and seen[0] != rhash:
             break
-        outcomes[rec.args_hash] = (rhash, (seen[1] if seen else 0) + 1)
+        outcomes[rec.args_key] = (rhash, (seen[1] if seen else 0) + 1)
     total = sum(n for _, n in outcomes.values())
     stable = [(h, n) for h, n in outcomes.values() if n >= MIN_STABLE_CALLS]
     current = outcomes.get(args_hash)

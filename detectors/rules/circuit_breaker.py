@@ -7,6 +7,7 @@ no_progress ≥ globalCircuitBreakerThreshold → critical, whatever the detecto
 
 from __future__ import annotations
 
+from loopguard.detectors.hashkeys import HashKey, hash_text
 from loopguard.detectors.values import Thresholds, ToolCall, Verdict
 
 DETECTOR = "global_circuit_breaker"
@@ -20,7 +21,7 @@ def message_2026_9(tool: str, count: int) -> str:
     )
 
 
-def check(call: ToolCall, streak: int, latest: str | None, th: Thresholds) -> Verdict | None:
+def check(call: ToolCall, streak: int, latest: HashKey | None, th: Thresholds) -> Verdict | None:
     """Critical when the no-progress streak reaches the global threshold."""
     if streak < th.global_circuit_breaker_threshold:
         return None
@@ -30,5 +31,5 @@ def check(call: ToolCall, streak: int, latest: str | None, th: Thresholds) -> Ve
         streak,
         f"CRITICAL: {call.tool} has repeated identical no-progress outcomes {streak} times. "
         "Session execution blocked by global circuit breaker to prevent runaway loops.",
-        f"global:{call.tool}:{call.args_hash}:{latest or 'none'}",
+        f"global:{call.tool}:{call.args_hash}:{hash_text(latest) if latest else 'none'}",
     )

@@ -9,6 +9,7 @@ warning. Known polls are left to known_poll_no_progress.
 
 from __future__ import annotations
 
+from loopguard.detectors.hashkeys import HashKey, hash_text
 from loopguard.detectors.values import Thresholds, ToolCall, Verdict
 
 DETECTOR = "generic_repeat"
@@ -23,7 +24,7 @@ def message_2026_9(tool: str, count: int) -> str:
 
 
 def check(
-    call: ToolCall, streak: int, latest: str | None, recent: int, th: Thresholds
+    call: ToolCall, streak: int, latest: HashKey | None, recent: int, th: Thresholds
 ) -> Verdict | None:
     """Critical on a long no-progress streak, warning on many identical calls."""
     if not th.generic_repeat:
@@ -36,7 +37,7 @@ def check(
             streak,
             f"CRITICAL: Called {tool} with identical arguments and identical outcomes {streak} "
             "times. Session execution blocked to prevent runaway loops.",
-            f"generic:{tool}:{call.args_hash}:{latest or 'none'}",
+            f"generic:{tool}:{call.args_hash}:{hash_text(latest) if latest else 'none'}",
         )
     count = recent
     if count < th.warning_threshold:

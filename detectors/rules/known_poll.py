@@ -11,6 +11,7 @@ generic-repeat rules.
 
 from __future__ import annotations
 
+from loopguard.detectors.hashkeys import HashKey, hash_text
 from loopguard.detectors.values import Thresholds, ToolCall, Verdict
 
 DETECTOR = "known_poll_no_progress"
@@ -23,11 +24,11 @@ def is_known_poll(call: ToolCall) -> bool:
     return call.tool == "process" and call.action in ("poll", "log")
 
 
-def check(call: ToolCall, streak: int, latest: str | None, th: Thresholds) -> Verdict | None:
+def check(call: ToolCall, streak: int, latest: HashKey | None, th: Thresholds) -> Verdict | None:
     """Critical or warning for a known poll that keeps returning the same outcome."""
     if not th.known_poll_no_progress or streak < th.warning_threshold:
         return None
-    key = f"poll:{call.tool}:{call.args_hash}:{latest or 'none'}"
+    key = f"poll:{call.tool}:{call.args_hash}:{hash_text(latest) if latest else 'none'}"
     if streak >= th.critical_threshold:
         return Verdict(
             "critical",

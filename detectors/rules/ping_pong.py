@@ -9,21 +9,25 @@ outcomes are all equal) → critical; count ≥ warningThreshold → warning.
 
 from __future__ import annotations
 
+from loopguard.detectors.hashkeys import HashKey, hash_key
 from loopguard.detectors.values import Record, Thresholds, ToolCall, Verdict
 
 DETECTOR = "ping_pong"
 
 
-def streak(history: list[Record], args_hash: str) -> tuple[int, Record | None, bool]:
-    """(count, newest record, no-progress evidence) for the current call's args hash."""
+def streak(history: list[Record], args_hash: HashKey) -> tuple[int, Record | None, bool]:
+    """(count, newest record, no-progress evidence) for the current call's args hash (its text
+    or its key, detectors/hashkeys.py)."""
+    if type(args_hash) is str:
+        args_hash = hash_key(args_hash)
     n = len(history)
     if n < 2:
         return 0, None, False
     last = history[-1]
-    a = last.args_hash
-    other: str | None = None
+    a = last.args_key
+    other: HashKey | None = None
     for i in range(n - 2, -1, -1):
-        h = history[i].args_hash
+        h = history[i].args_key
         if h != a:
             other = h
             break
@@ -31,21 +35,21 @@ def streak(history: list[Record], args_hash: str) -> tuple[int, Record | None, b
         return 0, None, False
     tail = 0
     for i in range(n - 1, -1, -1):
-        if history[i].args_hash != (a if tail % 2 == 0 else other):
+        if history[i].args_key != (a if tail % 2 == 0 else other):
             break
         tail += 1
     if tail < 2:
         return 0, None, False
-    hash_a: str | None = None
-    hash_b: str | None = None
+    hash_a: HashKey | None = None
+    hash_b: HashKey | None = None
     evidence = True
     for i in range(n - tail, n):
         rec = history[i]
-        rh = rec.result_hash
+        rh = rec.result_key
         if not rh:
             evidence = False
             break
-        if rec.args_hash == a:
+        if rec.args_key == a:
             if hash_a is None:
                 hash_a = rh
             elif rh != hash_a:
@@ -63,7 +67,7 @@ def check(history: list[Record], call: ToolCall, th: Thresholds) -> Verdict | No
     """Critical or warning for an alternating pair of calls."""
     if not th.ping_pong:
         return None
-    count, last, evidence = streak(history, call.args_hash)
+    count, last, evidence = streak(history, call.args_key)
     if count < th.warning_threshold or last is None:
         return None
     key = "pingpong:" + "|".join(sorted((call.args_hash, last.args_hash), key=_utf16))

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from loopguard.detectors.hashkeys import HashKey, hash_key
 from loopguard.detectors.rules.argument_churn import churn
 from loopguard.detectors.streaks import no_progress_2026_9, recent_count
 
@@ -20,6 +21,14 @@ class Rec:
     outcome_kind: str | None = None
     failure_identity: str | None = None
     no_progress: bool = False
+
+    @property
+    def args_key(self) -> HashKey:
+        return hash_key(self.args_hash)
+
+    @property
+    def result_key(self) -> HashKey | None:
+        return None if self.result_hash is None else hash_key(self.result_hash)
 
 
 def ok(tool: str, args: str, rhash: str = "h", **kw: object) -> Rec:

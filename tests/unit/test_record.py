@@ -84,7 +84,7 @@ def test_a_completed_record_of_the_configurable_profile_is_six_slots() -> None:
     assert sys.getsizeof(done) <= 80  # GC header, object header and six pointers (was 112)
 
 
-def test_equal_results_of_different_runs_share_one_string() -> None:
+def test_equal_results_of_different_runs_share_one_key() -> None:
     th = Thresholds(enabled=True)
     records = []
     for run in range(3):
@@ -95,9 +95,9 @@ def test_equal_results_of_different_runs_share_one_string() -> None:
         done = record_outcome(state, call, Outcome.result({"content": text}), th, 2, f"e{run}")
         assert done is not None
         records.append(done)
-    assert records[0].result_hash is not None
-    assert all(r.result_hash is records[0].result_hash for r in records)
-    assert all(r.args_hash is records[0].args_hash for r in records)
+    assert records[0].result_key is not None
+    assert all(r.result_key is records[0].result_key for r in records)
+    assert all(r.args_key is records[0].args_key for r in records)
 
 
 def test_the_sharing_memo_is_bounded_and_shares_again_after_it_empties() -> None:

@@ -233,6 +233,10 @@ class Replayer:
         self._runs.cold.pop(key, None)
         self._runs.live[key] = LiveRun(state, run.stamp_ms)
 
+    def drop(self, run_id: str) -> None:
+        """Forget a run (`compare` shares a forked run again, held by the other side)."""
+        self._runs.drop([run_key(run_id)])
+
     def observe_time(self, obj: object) -> int | None:
         """Advance stream time with a decoded line's `ts` (every decodable line counts)."""
         if self.idle_ttl_ms is None or type(obj) is not dict:

@@ -77,17 +77,74 @@ def test_the_simulated_fleet_and_the_traces_compare_alike_shared_or_not(pair: An
     _both(*pair, traces)
 
 
-def test_a_lower_threshold_forks_only_the_runs_it_changes() -> None:
-    """The sharing is real: on a fleet where some runs loop, the runs the candidate decides
-    differently are forked, and healthy ones stay shared (so the report comes cheaper)."""
+def _overlapping(calls: int) -> list[bytes]:
+    """A run with two identical calls in flight at a time (call, call, result, result): a
+    call the candidate blocks is not in its history while the next call is decided, so the
+    two sides' states differ between a call and its result and must not be shared then."""
+    lines, seq = [], 0
+    for i in range(0, calls, 2):
+        for j in (i, i + 1):
+            seq += 1
+            call = {"type": "tool_call", "run_id": "r", "event_id": f"c{j}", "seq": seq,
+                    "tool": "read", "args": {"p": 1}, "tool_call_id": f"t{j}"}  # fmt: skip
+            lines.append(orjson.dumps(call))
+        for j in (i, i + 1):
+            seq += 1
+            result = {"type": "tool_result", "run_id": "r", "event_id": f"r{j}", "seq": seq,
+                      "tool": "read", "args": {"p": 1}, "tool_call_id": f"t{j}",
+                      "error": "missing"}  # fmt: skip
+            lines.append(orjson.dumps(result))
+    return lines
+
+
+@pytest.mark.parametrize("candidate", [{"criticalThreshold": 5}, {"warningThreshold": 3}])
+def test_calls_in_flight_compare_alike_and_are_shared_again_only_when_equal(
+    candidate: dict[str, int],
+) -> None:
     from loopguard.streams.audit import compare as module
 
-    forked: list[set[str]] = []
+    rejoined: list[bool] = []  # per re-sharing: were the two states equal?
     original = module._Shared.__init__
 
-    def spy(self: Any, *args: Any) -> None:
-        original(self, *args)
-        forked.append(self.forked)
+    def spy(self: Any, first: Any, second: Any) -> None:
+        original(self, first, second)
+        drop = second.drop
+
+        def drop_spied(run_id: str) -> None:
+            rejoined.append(first.live_run(run_id).state == second.live_run(run_id).state)
+            drop(run_id)
+
+        second.drop = drop_spied
+
+    current = _policy(warningThreshold=4, criticalThreshold=9)
+    module._Shared.__init__ = spy  # type: ignore[method-assign]
+    try:
+        _both(current, _policy(**candidate), _overlapping(40))
+    finally:
+        module._Shared.__init__ = original  # type: ignore[method-assign]
+    assert rejoined and all(rejoined)
+
+
+def test_a_lower_threshold_forks_only_the_runs_it_changes_and_shares_them_again() -> None:
+    """The sharing is real: on a fleet where some runs loop, the runs the candidate decides
+    differently are forked, healthy ones stay shared (so the report comes cheaper), and a
+    forked run whose two states become equal again is shared again."""
+    from loopguard.streams.audit import compare as module
+
+    shared: list[Any] = []
+    ever_forked: set[str] = set()
+    original = module._Shared.__init__
+
+    def spy(self: Any, first: Any, second: Any) -> None:
+        original(self, first, second)
+        shared.append(self)
+        adopt = second.adopt
+
+        def adopt_spied(run_id: str, run: Any) -> None:
+            ever_forked.add(run_id)
+            adopt(run_id, run)
+
+        second.adopt = adopt_spied
 
     lines = [orjson.dumps(ev) for ev in fleet_events(60, seed=3, stuck_calls=25)]
     runs = {json.loads(line)["run_id"] for line in lines}
@@ -99,5 +156,6 @@ def test_a_lower_threshold_forks_only_the_runs_it_changes() -> None:
     finally:
         module._Shared.__init__ = original  # type: ignore[method-assign]
     changed = {r["run_id"] for r in report["stopped_runs"] if r["delta_calls"] != 0}
-    assert changed and changed <= forked[0]
-    assert len(forked[0]) < len(runs)
+    assert changed and changed <= ever_forked
+    assert len(ever_forked) < len(runs)
+    assert shared[0].forked < ever_forked  # some forked runs were shared again

@@ -16,7 +16,7 @@ from typing import Any
 
 from faust.transport.producer import ProducerBuffer
 
-from loopguard.streams.worker.faust.internals import drain_producer_buffer
+from loopguard.streams.worker.faust.internals import drain_producer_buffer, size_producer_buffer
 
 
 class _SlowMessage:
@@ -59,3 +59,37 @@ async def test_an_empty_buffer_drains_at_once() -> None:
         await asyncio.wait_for(drain_producer_buffer(app), timeout=1.0)  # type: ignore[arg-type]
     finally:
         await buffer.stop()
+
+
+def _app(buffer: ProducerBuffer) -> Any:
+    return SimpleNamespace(producer=SimpleNamespace(buffer=buffer), conf=buffer.app.conf)  # type: ignore[union-attr]
+
+
+async def test_the_per_record_fill_check_waits_only_for_a_buffer_over_its_limit() -> None:
+    """`size_producer_buffer`'s check does what Faust's `wait_until_ebb` does, for less."""
+    buffer = _buffer()
+    size_producer_buffer(_app(buffer), 2)
+    assert "wait_until_ebb" in vars(buffer)  # replaced on the instance
+    await buffer.start()
+    try:
+        sent: list[int] = []
+        for n in range(2):
+            buffer.put(_SlowMessage(sent, n, 0.05))  # type: ignore[arg-type]  # duck-typed
+        await asyncio.wait_for(buffer.wait_until_ebb(), timeout=0.02)  # at the limit: no wait
+        assert sent == []
+        for n in range(2, 5):
+            buffer.put(_SlowMessage(sent, n, 0.05))  # type: ignore[arg-type]
+        await buffer.wait_until_ebb()  # over it: waits for `max_messages` to be handed over
+        assert len(sent) >= 2
+        assert buffer.max_messages == 2
+        await drain_producer_buffer(_app(buffer))
+    finally:
+        await buffer.stop()
+
+
+def test_a_threaded_producer_keeps_fausts_check() -> None:
+    buffer = _buffer()
+    buffer.app.conf.producer_threaded = True  # type: ignore[union-attr]
+    size_producer_buffer(_app(buffer), 7)
+    assert buffer.max_messages == 7
+    assert "wait_until_ebb" not in vars(buffer)

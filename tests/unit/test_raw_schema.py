@@ -51,6 +51,7 @@ async def test_an_event_holds_what_fausts_raw_schema_gives(
     ours = await RawSchema().compile(wiring.app)(message)
     theirs = await FAUST_RAW.compile(wiring.app)(message)
     assert (ours.key, ours.value, ours.headers) == (theirs.key, theirs.value, theirs.headers)
+    assert type(ours) is type(theirs) and ours.app is wiring.app
     assert ours.message is message
     assert ours.key is message.key and ours.value is message.value  # no copy
 

@@ -21,7 +21,8 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   taken (streams/worker/agent.py), so `_new_offset` is shown only the acked offsets below the
   limit; the ones above stay in Faust's list for the next commit.
 - Producer: the started AIOKafkaProducer (`_ensure_producer`) and its buffer, for batches we
-  build ourselves (streams/processing/outbox.py) and a full drain before a commit.
+  build ourselves (streams/processing/outbox.py) and a full drain before a commit; the
+  buffer's per-record fill check without a settings lookup (`size_producer_buffer`).
 - Committed offsets: Faust's own record (`_committed_offset`), read by
   streams/worker/broker_watch.py.
 - Seek with nothing assigned: after a rebalance Faust's recovery seeks "all assigned
@@ -340,8 +341,24 @@ def started_producer(app: faust.App) -> aiokafka.AIOKafkaProducer:
 
 
 def size_producer_buffer(app: faust.App, max_messages: int) -> None:
-    """Let Faust's producer buffer hold `max_messages` before it stops the conductor."""
-    app.producer.buffer.max_messages = max_messages
+    """Let Faust's producer buffer hold `max_messages` before it stops the conductor.
+
+    The conductor awaits the buffer's `wait_until_ebb` for every record, and Faust's reads
+    `app.conf.producer_threaded` (a settings object with a slow `__getattribute__`) each
+    time: 5 % of the worker's time on workload P (docs/performance.md). The same check, with
+    that setting read once, replaces it before the conductor compiles its handlers (it binds
+    the method then); a threaded producer keeps Faust's.
+    """
+    buffer = app.producer.buffer
+    buffer.max_messages = max_messages
+    if app.conf.producer_threaded:
+        return
+
+    async def wait_until_ebb() -> None:
+        if buffer.pending.qsize() > buffer.max_messages:
+            await buffer.flush_atmost(buffer.max_messages)
+
+    buffer.wait_until_ebb = wait_until_ebb  # type: ignore[method-assign]  # see the docstring
 
 
 class _BufferMark:

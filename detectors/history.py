@@ -56,10 +56,10 @@ def record_outcome(
             continue
         if rec.result_key is None and rec.args_key == ahash and rec.tool == tool:
             # A completed record needs no tool_call_id (it pairs a pending one; not persisted).
-            done = Record(tool, ahash, None, rkey, unknown, seq, event_id)
+            done = Record.completed(tool, ahash, rkey, unknown, seq, event_id, history)
             history[i] = done
             return done
-    done = Record(tool, ahash, None, rkey, unknown, seq, event_id)
+    done = Record.completed(tool, ahash, rkey, unknown, seq, event_id, history)
     history.append(done)
     _trim(history, th.history_size)
     return done

@@ -138,21 +138,22 @@ class RunState:
             prev_seq = seq
             rows.append(row)
             if not r.has_rare:  # the common case: no call id, unknown tool or 2026.9 facts
-                if r.event_id is not None:
-                    row.append(_event_ref(r.event_id, seq, table))
+                eref = _event_ref(r, table)
+                if eref is not None:
+                    row.append(eref)
                 continue
             tcid = r.tool_call_id if rhash is None else None
             unknown = r.unknown_tool_name
             if r.outcome_kind is None and r.failure_identity is None and not r.no_progress:
                 if unknown is not None:
-                    row += (_event_ref(r.event_id, seq, table), tcid, unknown)
+                    row += (_event_ref(r, table), tcid, unknown)
                 elif tcid is not None:
-                    row += (_event_ref(r.event_id, seq, table), tcid)
-                elif r.event_id is not None:
-                    row.append(_event_ref(r.event_id, seq, table))
+                    row += (_event_ref(r, table), tcid)
+                elif (eref := _event_ref(r, table)) is not None:
+                    row.append(eref)
                 continue
             facts = _facts_cell(r, table)  # interns the identity before the event id's prefix
-            row += (_event_ref(r.event_id, seq, table), tcid, unknown, facts)
+            row += (_event_ref(r, table), tcid, unknown, facts)
         doc: dict[str, Any] = {"v": FORMAT_VERSION}
         if rows:
             doc["h"] = rows
@@ -200,29 +201,26 @@ class RunState:
         try:
             keys = [share(_unpack(s)) for s in doc.get("t", [])]  # shared by runs
             history = []
+            prefixes: dict[int, tuple[str]] = {}
             seq = 0
             for row in doc.get("h", []):
                 t, a, r, delta = row[:4]
                 seq += delta
-                eid = _event_id(row[4], seq, keys) if extra and len(row) > 4 else None
+                eid, cell = _event_cell(row[4] if extra and len(row) > 4 else None)
                 tcid = row[4 + extra] if len(row) > 4 + extra else None
                 unk = row[5 + extra] if len(row) > 5 + extra else None
                 result = None if r < 0 else keys[r]
                 kind, identity, no_progress = _facts(row[7] if len(row) > 7 else None, keys)
-                history.append(
-                    Record(
-                        _text(keys[t]),
-                        keys[a],
-                        tcid,
-                        result,
-                        unk,
-                        seq,
-                        eid,
-                        kind,
-                        identity,
-                        no_progress,
-                    )
-                )
+                rec = Record(
+                    _text(keys[t]), keys[a], tcid, result, unk, seq, eid, kind, identity,
+                    no_progress,
+                )  # fmt: skip
+                if cell is not None:  # `<prefix><seq>`: the prefix, shared by the run's records
+                    shared = prefixes.get(cell)
+                    if shared is None:
+                        shared = prefixes[cell] = (_text(keys[cell]),)
+                    rec._eid = shared  # what Record.completed makes (detectors/values.py)
+                history.append(rec)
             remaining, gseq, obs = doc.get("g", [0, None, []])
             marks = doc.get("s", [None] * 4)
             if doc["v"] < 3:  # formats 1-2 kept the stamp fourth (legacy_stamp_ms)
@@ -282,22 +280,28 @@ def _facts(cell: list[int] | None, table: list[HashKey]) -> tuple[str | None, st
     return _FLAG_KINDS.get(flags & 6), text, bool(flags & 1)
 
 
-def _event_ref(event_id: str | None, seq: int, table: dict[HashKey, int]) -> int | str | None:
-    """An event id as written: the interned prefix when it is `<prefix><seq>` (the runtime
-    client's `<run_id>:<seq>`), so a run's ids cost one table entry; else the id itself."""
-    if event_id is None:
-        return None
-    tail = str(seq)
-    if event_id.endswith(tail):
-        prefix = event_id[: -len(tail)]
-        return table.setdefault(prefix if len(prefix) < 64 else hash_key(prefix), len(table))
-    return event_id
-
-
-def _event_id(cell: int | str | None, seq: int, table: list[HashKey]) -> str | None:
+def _event_cell(cell: object) -> tuple[str | None, int | None]:
+    """(the event id, or the table index of its prefix) of a row's event id cell."""
     if cell is None or isinstance(cell, str):
-        return cell
-    return _text(table[cell]) + str(seq)
+        return cell, None
+    if type(cell) is int:
+        return None, cell
+    raise TypeError(f"event id cell {cell!r}")
+
+
+def _event_ref(r: Record, table: dict[HashKey, int]) -> int | str | None:
+    """A record's event id as written: the interned prefix when it is `<prefix><seq>` (the
+    runtime client's `<run_id>:<seq>`), so a run's ids cost one table entry; else the id."""
+    prefix = r.event_prefix
+    if prefix is None:
+        event_id = r.event_id
+        if event_id is None:
+            return None
+        tail = str(r.seq)
+        if not event_id.endswith(tail):
+            return event_id
+        prefix = event_id[: -len(tail)]
+    return table.setdefault(prefix if len(prefix) < 64 else hash_key(prefix), len(table))
 
 
 # Hashes recur across a run's records and across runs: memoising the pure (un)packing makes

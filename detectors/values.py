@@ -171,17 +171,20 @@ class Record:
     None while they hold their defaults; and the two hashes are held as hash keys
     (`args_key`, `result_key`: 32 raw digest bytes instead of 64 hex digits,
     detectors/hashkeys.py), which the rules compare; `args_hash` and `result_hash` give their
-    text. The constructor takes either form. Immutable by contract, like ToolCall; equal and
-    hashable by value (tool_call_id excluded) as the dataclass it replaces was.
+    text. The constructor takes either form. An `event_id` of the form `<prefix><seq>` (the
+    runtime clients' `<run_id>:<seq>`) made by `Record.completed` keeps only its prefix, one
+    object shared by the run's records, as the stored state writes it. Immutable by contract,
+    like ToolCall; equal and hashable by value (tool_call_id excluded) as the dataclass it
+    replaces was.
     """
 
-    __slots__ = ("_rare", "args_key", "event_id", "result_key", "seq", "tool")
+    __slots__ = ("_eid", "_rare", "args_key", "result_key", "seq", "tool")
 
     tool: str
     args_key: HashKey
     result_key: HashKey | None
     seq: int
-    event_id: str | None
+    _eid: str | tuple[str] | None  # the event id, or (its prefix,) when it ends in str(seq)
     _rare: _Rare | None
 
     def __init__(
@@ -201,7 +204,7 @@ class Record:
         self.args_key = hash_key(args_hash) if type(args_hash) is str else args_hash
         self.result_key = hash_key(result_hash) if type(result_hash) is str else result_hash
         self.seq = seq
-        self.event_id = event_id
+        self._eid = event_id
         if (
             tool_call_id is None
             and unknown_tool_name is None
@@ -218,6 +221,51 @@ class Record:
                 failure_identity,
                 no_progress,
             )
+
+    @classmethod
+    def completed(
+        cls,
+        tool: str,
+        args_key: HashKey,
+        result_key: HashKey,
+        unknown_tool_name: str | None,
+        seq: int,
+        event_id: str | None,
+        history: list[Record],
+    ) -> Record:
+        """A completed record of the configurable profile, its event id's `<prefix>` shared
+        with the newest records of `history` (its run) that have the same one."""
+        done = cls(tool, args_key, None, result_key, unknown_tool_name, seq)
+        if event_id is None:
+            return done
+        tail = str(seq)
+        if not event_id.endswith(tail) or len(event_id) == len(tail):
+            done._eid = event_id
+            return done
+        prefix = event_id[: -len(tail)]
+        for i in range(len(history) - 1, max(len(history) - 4, -1), -1):
+            near = history[i]._eid
+            if type(near) is tuple and near[0] == prefix:
+                done._eid = near
+                return done
+        done._eid = (prefix,)
+        return done
+
+    @property
+    def event_id(self) -> str | None:
+        """The id of the tool_result that completed the record, or None."""
+        eid = self._eid
+        if type(eid) is tuple:
+            return eid[0] + str(self.seq)
+        assert eid is None or isinstance(eid, str)
+        return eid
+
+    @property
+    def event_prefix(self) -> str | None:
+        """The event id without its trailing `seq`, when it has that form and `completed`
+        made the record; else None."""
+        eid = self._eid
+        return eid[0] if type(eid) is tuple else None
 
     @property
     def args_hash(self) -> str:

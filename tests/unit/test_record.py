@@ -109,3 +109,36 @@ def test_the_sharing_memo_is_bounded_and_shares_again_after_it_empties() -> None
     again = "".join(["x", "y" * 70])
     assert sharing.share(again) is again  # emptied since: the new object is now the shared one
     assert sharing.share("".join(["x", "y" * 70])) is again
+
+
+@pytest.mark.parametrize(
+    ("event_id", "seq", "prefix"),
+    [("run-1:7", 7, "run-1:"), ("e7r", 7, None), ("17", 7, "1"), ("7", 7, None), (None, 7, None)],
+    ids=["client-form", "other-form", "digits-before-seq", "seq-alone", "none"],
+)
+def test_a_completed_record_keeps_an_id_ending_in_its_seq_as_its_prefix(
+    event_id: str | None, seq: int, prefix: str | None
+) -> None:
+    done = Record.completed("read", A, R, None, seq, event_id, [])
+    assert done.event_id == event_id and done.event_prefix == prefix
+    assert done == Record("read", A, None, R, None, seq, event_id)
+
+
+def test_a_runs_records_share_one_event_id_prefix_also_after_a_restore() -> None:
+    th = Thresholds(enabled=True)
+    state = RunState()
+    for seq in range(1, 9, 2):
+        call = ToolCall.of("read", {"path": f"/{seq}"}, f"c{seq}")
+        record_call(state, call, th, seq)
+        out = Outcome.result({"content": "".join(["x", str(seq)])})
+        record_outcome(state, call, out, th, seq + 1, "".join(["run-1:", str(seq + 1)]))
+    restored = RunState.from_json(state.to_json())
+    for history in (state.history, restored.history):
+        assert [r.event_id for r in history] == ["run-1:2", "run-1:4", "run-1:6", "run-1:8"]
+        assert len({id(r.event_prefix) for r in history}) == 1
+    assert restored == state
+    texts = [
+        Record(r.tool, r.args_hash, None, r.result_hash, None, r.seq, r.event_id)
+        for r in state.history
+    ]  # the same records, built from their texts: the stored bytes are the same
+    assert RunState(history=texts).to_json() == state.to_json()

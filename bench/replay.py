@@ -10,7 +10,11 @@ Figures, one JSON line each, every one with its same-run baseline:
 - compare_seconds, baseline: one --jobs 1 replay of the same file;
 - replay_max_rss_bytes at 10 × the events, baseline: at 1 ×, both read from stdin through a
   pipe from a generator process (1,000 live runs, as in P), so the input is never on disk.
-The machine is shared: absolute figures are noisy, the ratios less so.
+- replay_jobs_N_cpu_per_event_us: the CPU time (this process and the shards) per event of
+  `--jobs N`, baseline the same of `--jobs 1`: what sharding costs in work, which is what
+  bounds the scaling on N idle cores (wall-clock scaling needs the cores to be idle).
+The machine is shared: absolute figures are noisy, the ratios less so; every line carries
+the load average of the host before its runs.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -44,6 +49,7 @@ TTL_MS = 1_800_000  # the CLI's default --idle-ttl
 def _figure(name: str, values: list[float], baseline: list[float], what: str, **extra: Any) -> str:
     med, base = statistics.median(values), statistics.median(baseline)
     row: dict[str, Any] = {
+        "load_avg_1m": LOAD[0],
         "workload": "P",
         "figure": name,
         "median": round(med, 3),
@@ -56,14 +62,32 @@ def _figure(name: str, values: list[float], baseline: list[float], what: str, **
     return json.dumps(row)
 
 
-def _replay_rate(spec: ReplaySpec, path: Path, jobs: int) -> float:
-    start = time.perf_counter()
+LOAD = [round(x, 2) for x in os.getloadavg()]  # the host's load when the bench started
+
+
+def _cpu_s() -> float:
+    """CPU seconds (user + system) of this process and its ended children so far."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _replay_run(spec: ReplaySpec, path: Path, jobs: int) -> tuple[float, float]:
+    """(events/s, CPU µs per event of this process and the shards) of one replay."""
+    start, cpu = time.perf_counter(), _cpu_s()
     items = FileInput(str(path))
     outs, stats = replay_local(spec, items) if jobs == 1 else replay_sharded(spec, items, jobs)
     with open(os.devnull, "wb") as sink:
         for o in outs:
             sink.write(o.data)
-    return stats.events / (time.perf_counter() - start)
+    wall = time.perf_counter() - start
+    return stats.events / wall, (_cpu_s() - cpu) / stats.events * 1e6
+
+
+def _replay_rate(spec: ReplaySpec, path: Path, jobs: int) -> float:
+    return _replay_run(spec, path, jobs)[0]
 
 
 def _engine_rate(lines: list[bytes]) -> float:
@@ -148,13 +172,18 @@ def main() -> None:
         policy.write_bytes(orjson.dumps(POLICY))
         events = len(lines)
         _replay_rate(spec, path, 1)  # warm-up: page cache, imports
-        one, engine, cmp_s, cores = [], [], [], os.cpu_count() or 1
+        one, one_cpu, engine, cmp_s, cores = [], [], [], [], os.cpu_count() or 1
         scaled: dict[int, list[float]] = {n: [] for n in range(2, cores + 1)}
+        scaled_cpu: dict[int, list[float]] = {n: [] for n in scaled}
         for i in range(runs):
-            one.append(_replay_rate(spec, path, 1))
+            rate, cpu = _replay_run(spec, path, 1)
+            one.append(rate)
+            one_cpu.append(cpu)
             engine.append(_engine_rate(lines))
             for n in scaled:
-                scaled[n].append(_replay_rate(spec, path, n))
+                rate, cpu = _replay_run(spec, path, n)
+                scaled[n].append(rate)
+                scaled_cpu[n].append(cpu)
             cmp_s.append(_compare_seconds(path))
             print(f"# run {i}: replay {one[-1]:,.0f} ev/s, engine {engine[-1]:,.0f} ev/s, "
                   f"compare {cmp_s[-1]:.2f} s", file=sys.stderr)  # fmt: skip
@@ -163,6 +192,8 @@ def main() -> None:
         for n, rates in scaled.items():
             print(_figure(f"replay_jobs_{n}_events_per_s", rates, [n * r for r in one],
                           f"{n} x replay --jobs 1", events=events, jobs=n))  # fmt: skip
+            print(_figure(f"replay_jobs_{n}_cpu_per_event_us", scaled_cpu[n], one_cpu,
+                          "replay --jobs 1, CPU per event", events=events, jobs=n))  # fmt: skip
         print(_figure("compare_seconds", cmp_s, [events / r for r in one],
                       "one replay --jobs 1 of the same file", events=events))  # fmt: skip
         small = [_max_rss(calls, 1, policy) for _ in range(2)]

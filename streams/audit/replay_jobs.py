@@ -15,70 +15,36 @@ tests/unit/test_replay_shards.py).
 from __future__ import annotations
 
 import multiprocessing as mp
-import pickle
-import queue
-import signal
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from operator import itemgetter
 from typing import Any
 
-from loopguard.config import Policy
-from loopguard.detectors import Decision
 from loopguard.streams.audit.inputs import FileInput, InputError
-from loopguard.streams.audit.replay import (
-    LineOutput,
-    Rejected,
-    Replayer,
-    ReplayStats,
-    event_time_ms,
+from loopguard.streams.audit.replay import LineOutput, Rejected, Replayer, ReplayStats
+from loopguard.streams.audit.shards import (
+    ROUND_LINES,
+    ReplaySpec,
+    make_replayer,
+    reader_main,
+    render_table,
+    rendered,
+    shard_main,
+    shard_of,
 )
-from loopguard.streams.wire.codec import InputRejected, decode_object
 
-__all__ = ["LineOutput", "ReplaySpec", "render_table", "replay_local", "replay_sharded"]
+__all__ = [
+    "ROUND_LINES",
+    "LineOutput",
+    "ReplaySpec",
+    "render_table",
+    "replay_local",
+    "replay_sharded",
+]
 
-ROUND_LINES = 4096  # lines per round: the unit the feeder sends and the merger orders
 STOP_GRACE_S = 2.0  # a stopped replay's shards leave in milliseconds; this bounds a stuck one
-SEND_AHEAD = 32  # rounds a shard may be ahead of the merge (~0.5 MB of output each on P)
-
-
-@dataclass(frozen=True, slots=True)
-class ReplaySpec:
-    """Everything a shard needs to replay: picklable, so it crosses to a child process."""
-
-    policy: Policy
-    table: bool = False  # render table rows instead of control-message JSON
-    idle_ttl_ms: int | None = None
-    max_line_bytes: int = 1_048_576
-
-
-def render_table(d: Decision) -> str:
-    """One decision as a fixed-width table row."""
-    p = d.to_wire()
-    if d.kind == "loop_event":
-        pub = "" if p["published"] else " (unpublished)"
-        return (
-            f"{p['seq']!s:>6}  {p['run_id']!s:<20.20} {p['action']!s:<6} {p['detector']!s:<26} "
-            f"{p['count']!s:>4}  {p['tool']}{pub}"
-        )
-    if d.kind == "command":
-        return f"{p['seq']!s:>6}  {p['run_id']!s:<20.20} → {p['command']} ({p['detector']})"
-    return f"{p['seq']!s:>6}  {p['run_id']!s:<20.20} verdict {p['decision']} {p['tool_call_id']}"
-
-
-def _replayer(spec: ReplaySpec) -> Replayer:
-    return Replayer(spec.policy, idle_ttl_ms=spec.idle_ttl_ms, max_line_bytes=spec.max_line_bytes)
-
-
-def _rendered(table: bool, decisions: list[Decision], published: list[bytes]) -> bytes:
-    """One line's output: the bytes the driver published, or table rows of its decisions."""
-    if table:
-        return "".join([render_table(d) + "\n" for d in decisions]).encode()
-    return b"\n".join(published) + b"\n"
 
 
 def _outputs(
@@ -93,7 +59,7 @@ def _outputs(
         got = feed(pos, raw)
         if type(got) is list:
             if got:
-                yield LineOutput(pos, _rendered(table, got, published))
+                yield LineOutput(pos, rendered(table, got, published))
         else:
             assert isinstance(got, Rejected)
             yield LineOutput(pos, b"", got)
@@ -103,152 +69,8 @@ def replay_local(
     spec: ReplaySpec, items: Iterable[tuple[int, bytes]]
 ) -> tuple[Iterator[LineOutput], ReplayStats]:
     """Replay in this process; the stats fill in as the iterator is consumed."""
-    replayer = _replayer(spec)
+    replayer = make_replayer(spec)
     return _outputs(replayer, spec.table, items), replayer.stats
-
-
-def _route(obj: dict[str, Any], jobs: int) -> int:
-    """The shard of a decoded line: by the crc32 of its run id (shard 0 without one)."""
-    run_id = obj.get("run_id")
-    if type(run_id) is not str:
-        return 0
-    return zlib.crc32(run_id.encode("utf-8", "surrogatepass")) % jobs
-
-
-def _shard_of(raw: bytes, jobs: int, max_bytes: int) -> tuple[int, int | None]:
-    """(shard, the line's ts) of a line: by its run id; undecodable lines go to shard 0."""
-    try:
-        obj = decode_object(raw, max_bytes)
-    except InputRejected:
-        return 0, None
-    return _route(obj, jobs), event_time_ms(obj.get("ts"))
-
-
-class _Sender(threading.Thread):
-    """Sends a shard's answers from a thread of its own, up to `SEND_AHEAD` rounds behind.
-
-    Without it a shard stops at each round until the parent has read the round (an answer
-    is larger than a pipe's buffer), so the shards ran in lockstep with each other and with
-    the parent's merge, and a shard that the host's scheduler held back held back all.
-    `send_bytes` drops the GIL while it writes, so the shard goes on replaying meanwhile."""
-
-    def __init__(self, conn: Connection) -> None:
-        super().__init__(name="replay-sender", daemon=True)
-        self.conn = conn
-        self.queue: queue.Queue[bytes | None] = queue.Queue(SEND_AHEAD)
-        self.is_broken = False
-        self.start()
-
-    def put(self, msg: object) -> None:
-        """Queue one answer (pickled here, written by the thread)."""
-        self.queue.put(pickle.dumps(msg, pickle.HIGHEST_PROTOCOL))
-
-    def run(self) -> None:
-        while (data := self.queue.get()) is not None:
-            if self.is_broken:
-                continue  # the parent went away: drain, so that `put` never blocks
-            try:
-                self.conn.send_bytes(data)
-            except OSError:  # BrokenPipeError: the parent stopped early (--strict, Ctrl-C)
-                self.is_broken = True
-
-    def close(self) -> None:
-        """Send what is queued, then stop."""
-        self.queue.put(None)
-        self.join()
-
-
-def _child_start(parent_ends: tuple[Connection, ...]) -> None:
-    """A shard's first step: ignore Ctrl-C (the parent stops us) and close the parent's pipe
-    ends a fork copied here, so that the parent closing them is seen (EOF, a broken pipe)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    for conn in parent_ends:
-        conn.close()
-
-
-def _shard_main(
-    spec: ReplaySpec, inbox: Connection, outbox: Connection, parent_ends: tuple[Connection, ...]
-) -> None:
-    """A shard process: replay each round it is sent, answer with that round's outputs."""
-    _child_start(parent_ends)
-    replayer = _replayer(spec)
-    feed, published, table = replayer.feed_line, replayer.outputs.decisions, spec.table
-    sender = _Sender(outbox)
-    try:
-        while (batch := inbox.recv()) is not None and not sender.is_broken:
-            out: list[tuple[int, bytes, Rejected | None]] = []
-            for pos, raw, now in batch:
-                if now is not None:
-                    replayer.stream_ms = now
-                got = feed(pos, raw)
-                if type(got) is list:
-                    if got:
-                        out.append((pos, _rendered(table, got, published), None))
-                else:
-                    assert isinstance(got, Rejected)
-                    out.append((pos, b"", got))
-            sender.put(("out", None, out))
-        sender.put(("stats", replayer.stats))
-    except EOFError:
-        pass  # the parent went away (stopped early, --strict): nothing left to answer
-    sender.close()
-
-
-def _reader_main(
-    spec: ReplaySpec,
-    path: str,
-    shard: int,
-    jobs: int,
-    outbox: Connection,
-    parent_ends: tuple[Connection, ...],
-) -> None:
-    """A shard process that reads the file itself: every line decoded once, to route it and
-    to move stream time; its own lines replayed from that decoded object (`Replayer.feed_line`
-    with `obj`), the others' only read for their `ts`. One answer per round of `ROUND_LINES`
-    lines (the same rounds in every shard), with the file's bytes read so far."""
-    _child_start(parent_ends)
-    replayer = _replayer(spec)
-    feed, published, table = replayer.feed_line, replayer.outputs.decisions, spec.table
-    advance = replayer.advance_time if replayer.idle_ttl_ms is not None else None
-    max_bytes = spec.max_line_bytes
-    source = FileInput(path)
-    sender = _Sender(outbox)
-    out: list[tuple[int, bytes, Rejected | None]] = []
-    count = 0
-    try:
-        for pos, raw in source:
-            obj: dict[str, Any] | None
-            try:
-                obj = decoded = decode_object(raw, max_bytes)
-            except InputRejected:
-                obj, to = None, 0  # decoded again by the driver of shard 0, to refuse it
-            else:
-                to = _route(decoded, jobs)
-            if to == shard:
-                got = feed(pos, raw, obj)
-                if type(got) is list:
-                    if got:
-                        out.append((pos, _rendered(table, got, published), None))
-                else:
-                    assert isinstance(got, Rejected)
-                    out.append((pos, b"", got))
-            elif advance is not None and obj is not None:
-                ts = obj.get("ts")
-                if ts is not None:  # another shard's line: only its time counts here
-                    advance(ts)
-            count += 1
-            if count >= ROUND_LINES:
-                sender.put(("out", source.done_bytes(), out))
-                out, count = [], 0
-                if sender.is_broken:
-                    break
-        else:
-            if count:
-                sender.put(("out", source.done_bytes(), out))
-            sender.put(("stats", replayer.stats))
-    except InputError as exc:
-        sender.put(("error", str(exc)))
-    sender.close()
 
 
 class _Feeder(threading.Thread):
@@ -273,7 +95,7 @@ class _Feeder(threading.Thread):
         try:
             try:
                 for pos, raw in self.items:
-                    shard, ts = _shard_of(raw, jobs, self.spec.max_line_bytes)
+                    shard, ts = shard_of(raw, jobs, self.spec.max_line_bytes)
                     if ttl and ts is not None and (now is None or ts > now):
                         now = ts
                     batches[shard].append((pos, raw, now))
@@ -365,7 +187,7 @@ def _merged_readers(
     for shard in range(jobs):
         out_r, out_w = ctx.Pipe(duplex=False)
         args = (spec, source.path, shard, jobs, out_w, (*outboxes, out_r))
-        proc = ctx.Process(target=_reader_main, args=args, daemon=True)
+        proc = ctx.Process(target=reader_main, args=args, daemon=True)
         proc.start()
         out_w.close()
         procs.append(proc)
@@ -388,7 +210,7 @@ def _merged(
         in_r, in_w = ctx.Pipe(duplex=False)
         out_r, out_w = ctx.Pipe(duplex=False)
         ends = (*inboxes, *outboxes, in_w, out_r)
-        proc = ctx.Process(target=_shard_main, args=(spec, in_r, out_w, ends), daemon=True)
+        proc = ctx.Process(target=shard_main, args=(spec, in_r, out_w, ends), daemon=True)
         proc.start()
         in_r.close()
         out_w.close()

@@ -84,6 +84,7 @@ _CACHED_NAME_CHARS: Final = 128
 _CACHED_ARGS_BYTES: Final = 256
 _TOOL_NAMES: dict[str, str] = {}
 _SIGNATURES: dict[tuple[str, str], tuple[str, bytes]] = {}
+_KEY_PREFIXES: dict[str, bytes] = {}  # normalised name → its hash key prefix, `name:` as UTF-8
 
 
 def normalize_tool(name: str) -> str:
@@ -130,8 +131,17 @@ def call_signature_key(tool: str, args: JSON | _Undefined) -> tuple[str, str, by
         return name, known[0], known[1]
     raw = sha256(body).digest()
     text = name + ":" + raw.hex()
-    hkey = share(name.encode("utf-8", "surrogatepass") + b":" + raw)
-    if key is not None:
+    prefix = _KEY_PREFIXES.get(name)
+    if prefix is None:
+        prefix = name.encode("utf-8", "surrogatepass") + b":"
+        if len(name) <= _CACHED_NAME_CHARS:
+            if len(_KEY_PREFIXES) >= _CACHE_ENTRIES:
+                _KEY_PREFIXES.clear()
+            _KEY_PREFIXES[name] = prefix
+    hkey = prefix + raw
+    if key is None:  # too long for the cache above: repeated calls share it through the memo
+        hkey = share(hkey)
+    else:
         if len(_SIGNATURES) >= _CACHE_ENTRIES:
             _SIGNATURES.clear()
         _SIGNATURES[key] = (text, hkey)

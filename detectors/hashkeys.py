@@ -13,7 +13,7 @@ unchanged (docs/wire-format.md, "Run state").
 from __future__ import annotations
 
 import re
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 __all__ = ["HashKey", "hash_key", "hash_text"]
 
@@ -23,6 +23,10 @@ _DIGEST_HEX = 64
 _DIGEST_BYTES = 32
 # The last 64 characters, exactly (a `$` anchor would also match before a trailing newline).
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+# A looping run's verdicts name the same outcome at every call: its text is memoised (bounded,
+# emptied when full, as the engine's other caches; docs/performance.md "Our own per-event cost").
+_TEXT_ENTRIES: Final = 1024
+_TEXTS: dict[bytes, str] = {}
 
 
 def hash_key(text: str) -> HashKey:
@@ -38,6 +42,13 @@ def hash_text(key: HashKey) -> str:
     if type(key) is str:
         return key
     assert isinstance(key, bytes)
-    prefix = key[:-_DIGEST_BYTES]
-    text = key[-_DIGEST_BYTES:].hex()
-    return prefix.decode("utf-8", "surrogatepass") + text if prefix else text
+    text = _TEXTS.get(key)
+    if text is None:
+        prefix = key[:-_DIGEST_BYTES]
+        text = key[-_DIGEST_BYTES:].hex()
+        if prefix:
+            text = prefix.decode("utf-8", "surrogatepass") + text
+        if len(_TEXTS) >= _TEXT_ENTRIES:
+            _TEXTS.clear()
+        _TEXTS[key] = text
+    return text

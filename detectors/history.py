@@ -12,7 +12,7 @@ from loopguard.detectors.hashing import outcome_unknown_tool_name, result_key
 from loopguard.detectors.hashkeys import HashKey, hash_key
 from loopguard.detectors.history_2026_9 import record_facts
 from loopguard.detectors.profiles import OPENCLAW_2026_9
-from loopguard.detectors.sharing import SHARED, share_new
+from loopguard.detectors.sharing import SHARED, SHARED_ENTRIES
 from loopguard.detectors.state import RunState
 from loopguard.detectors.values import Outcome, Record, Thresholds, ToolCall
 
@@ -26,7 +26,7 @@ def _trim(history: list[Record], size: int) -> None:
 def record_call(state: RunState, call: ToolCall, th: Thresholds, seq: int = 0) -> None:
     """Append a pending record for a call that is about to run."""
     history = state.history
-    history.append(Record(call.tool, call.args_key, call.tool_call_id, None, None, seq))
+    history.append(Record.pending(call.tool, call.args_key, call.tool_call_id, seq))
     if len(history) > th.history_size:
         del history[: len(history) - th.history_size]
 
@@ -45,8 +45,13 @@ def record_outcome(
     rkey = result_key(call.tool, call.args, outcome, th.channel_tools)
     if rkey is None:
         return None
-    shared = SHARED.get(rkey)  # runs that see the same result share one key
-    rkey = share_new(rkey) if shared is None else shared
+    shared = SHARED.get(rkey)  # runs that see the same result share one key (sharing.share)
+    if shared is None:
+        if len(SHARED) >= SHARED_ENTRIES:
+            SHARED.clear()
+        SHARED[rkey] = rkey
+    else:
+        rkey = shared
     unknown = outcome_unknown_tool_name(outcome)
     history = state.history
     tool, ahash, tcid = call.tool, call.args_key, call.tool_call_id

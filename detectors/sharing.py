@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final, TypeVar, cast
 
-__all__ = ["SHARED", "share", "share_new"]
+__all__ = ["SHARED", "SHARED_ENTRIES", "share", "share_new"]
 
 #: Entries the memo holds before it is emptied (at most ~0.7 MB with 64-hex-digit hashes).
 SHARED_ENTRIES: Final = 4096

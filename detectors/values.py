@@ -151,6 +151,7 @@ class Outcome:
 
 _Rare = tuple[str | None, str | None, str | None, str | None, bool]
 _COMMON: Final[_Rare] = (None, None, None, None, False)
+_new_record = object.__new__
 
 
 class Record:
@@ -223,6 +224,18 @@ class Record:
             )
 
     @classmethod
+    def pending(cls, tool: str, args_key: HashKey, tool_call_id: str | None, seq: int) -> Record:
+        """A pending record: a call without its outcome yet."""
+        rec = _new_record(cls)  # the slots set directly: this runs for every call
+        rec.tool = tool
+        rec.args_key = args_key
+        rec.result_key = None
+        rec.seq = seq
+        rec._rare = None if tool_call_id is None else (tool_call_id, *_COMMON[1:])
+        rec._eid = None
+        return rec
+
+    @classmethod
     def completed(
         cls,
         tool: str,
@@ -235,12 +248,18 @@ class Record:
     ) -> Record:
         """A completed record of the configurable profile, its event id's `<prefix>` shared
         with the newest records of `history` (its run) that have the same one."""
-        done = cls(tool, args_key, None, result_key, unknown_tool_name, seq)
+        # The slots set directly: this runs for every outcome, and the keys are made already.
+        done = _new_record(cls)
+        done.tool = tool
+        done.args_key = args_key
+        done.result_key = result_key
+        done.seq = seq
+        done._rare = None if unknown_tool_name is None else (None, unknown_tool_name, *_COMMON[2:])
+        done._eid = event_id
         if event_id is None:
             return done
         tail = str(seq)
         if not event_id.endswith(tail) or len(event_id) == len(tail):
-            done._eid = event_id
             return done
         prefix = event_id[: -len(tail)]
         for i in range(len(history) - 1, max(len(history) - 4, -1), -1):

@@ -8,6 +8,7 @@
     python bench/memory.py --slope --probe --table-options '{"write_buffer_size": 2097152}' \
         --patches rightsize_args --order run-major   # candidate savings
     python bench/memory.py --variant 'trim-off:LOOPGUARD_MALLOC_TRIM=false'  # A/B, same run
+    python bench/memory.py --event-ids client   # event ids as the runtime clients write them
 
 Starts the bundled broker on 127.0.0.1; each worker (subprocess, fresh topics and group) is
 started over empty topics, its RSS read from /proc once it idles in its group, then the bench
@@ -95,6 +96,16 @@ def fleet_order(records: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes, 
         for j, value in enumerate(values):  # call, result, call, ...: a result 100 ms later
             out.append((key, value, start + (j // 2) * FLEET_TURN_S * 1000 + (j % 2) * 100))
     out.sort(key=lambda e: e[2])  # stable: a run's events keep their order
+    return out
+
+
+def client_event_ids(records: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The events with the runtime clients' event ids, `<run_id>:<seq>` (streams/client)."""
+    out = []
+    for key, value in records:
+        event = orjson.loads(value)
+        event["event_id"] = f"{event['run_id']}:{event['seq']}"
+        out.append((key, orjson.dumps(event)))
     return out
 
 
@@ -313,6 +324,10 @@ async def main() -> None:
                     help="run-major: each run's calls together (few runs per checkpoint); "
                     "fleet: runs staggered over 15 min of stream time, a call per run every 10 s",
     )  # fmt: skip
+    ap.add_argument("--event-ids", default="workload", choices=["workload", "client"],
+                    help="client: event ids as the runtime clients write them, <run_id>:<seq> "
+                    "(workload P's are e<i>c / e<i>r)",
+    )  # fmt: skip
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra environment for the worker")  # fmt: skip
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL:KEY=VALUE ...",
@@ -327,6 +342,8 @@ async def main() -> None:
     default = [ACTIVE_RUNS // 4, ACTIVE_RUNS] if args.slope else [ACTIVE_RUNS]
     counts = sorted(set(args.runs or default))
     records = {n: workload(n * per_run, runs=n) for n in counts}
+    if args.event_ids == "client":
+        records = {n: client_event_ids(r) for n, r in records.items()}
     if args.order == "run-major":  # each run's events together (stable: per-run order kept)
         records = {n: sorted(r, key=lambda kv: int(kv[0][4:])) for n, r in records.items()}
     variants = [("base", {}), *(parse_variant(v) for v in args.variant)]
@@ -445,6 +462,8 @@ def report(
         line["table_options"] = args.table_options
         line["patches"] = args.patches
         line["env"] = args.env
+    if args.event_ids != "workload":
+        line["event_ids"] = args.event_ids
     print(json.dumps(line))
     if len(counts) > 1:
         points = [(n, float(statistics.median(r["growth"] for r in results[n]))) for n in counts]

@@ -26,7 +26,6 @@ __all__ = [
     "DEFAULT_CHANNEL_TOOLS",
     "args_hash",
     "call_signature",
-    "call_signature_key",
     "canonical_json",
     "digest",
     "error_text",
@@ -83,8 +82,7 @@ _CACHE_ENTRIES: Final = 4096
 _CACHED_NAME_CHARS: Final = 128
 _CACHED_ARGS_BYTES: Final = 256
 _TOOL_NAMES: dict[str, str] = {}
-_SIGNATURES: dict[tuple[str, str], tuple[str, bytes]] = {}
-_KEY_PREFIXES: dict[str, bytes] = {}  # normalised name → its hash key prefix, `name:` as UTF-8
+_SIGNATURES: dict[tuple[str, str], str] = {}
 
 
 def normalize_tool(name: str) -> str:
@@ -113,39 +111,20 @@ def _raw(value: JSONLike) -> bytes:
 
 
 def call_signature(tool: str, args: JSON | _Undefined) -> tuple[str, str]:
-    """(normalised tool, args_hash) of a call."""
-    name, text, _ = call_signature_key(tool, args)
-    return name, text
-
-
-def call_signature_key(tool: str, args: JSON | _Undefined) -> tuple[str, str, bytes]:
-    """(normalised tool, args_hash, its hash key) of a call, the key shared: what `ToolCall`
-    stores (detectors/hashkeys.py)."""
+    """(normalised tool, args_hash) of a call, the hash shared: what `ToolCall` stores."""
     name = normalize_tool(tool)
     body = canonical_json_bytes(args)
     # The key holds the text, not orjson's bytes: those keep orjson's whole output buffer
     # (4 KB and more since orjson 3.12), which made 4,096 entries cost 17 MB of RSS.
     key = (name, body.decode()) if len(body) <= _CACHED_ARGS_BYTES else None
-    known = None if key is None else _SIGNATURES.get(key)
-    if known is not None:
-        return name, known[0], known[1]
-    raw = sha256(body).digest()
-    text = name + ":" + raw.hex()
-    prefix = _KEY_PREFIXES.get(name)
-    if prefix is None:
-        prefix = name.encode("utf-8", "surrogatepass") + b":"
-        if len(name) <= _CACHED_NAME_CHARS:
-            if len(_KEY_PREFIXES) >= _CACHE_ENTRIES:
-                _KEY_PREFIXES.clear()
-            _KEY_PREFIXES[name] = prefix
-    hkey = prefix + raw
-    if key is None:  # too long for the cache above: repeated calls share it through the memo
-        hkey = share(hkey)
-    else:
-        if len(_SIGNATURES) >= _CACHE_ENTRIES:
-            _SIGNATURES.clear()
-        _SIGNATURES[key] = (text, hkey)
-    return name, text, hkey
+    signature = None if key is None else _SIGNATURES.get(key)
+    if signature is None:
+        signature = share(name + ":" + sha256(body).hexdigest())
+        if key is not None:
+            if len(_SIGNATURES) >= _CACHE_ENTRIES:
+                _SIGNATURES.clear()
+            _SIGNATURES[key] = signature
+    return name, signature
 
 
 def args_hash(tool: str, args: JSON | _Undefined) -> str:

@@ -9,7 +9,7 @@ it newest first; none of them include the call being decided.
 from __future__ import annotations
 
 from loopguard.detectors.hashing import outcome_unknown_tool_name, result_key
-from loopguard.detectors.hashkeys import HashKey, hash_key
+from loopguard.detectors.hashkeys import HashKey
 from loopguard.detectors.history_2026_9 import record_facts
 from loopguard.detectors.profiles import OPENCLAW_2026_9
 from loopguard.detectors.sharing import SHARED, SHARED_ENTRIES
@@ -71,17 +71,14 @@ def record_outcome(
 
 
 def repeat_counts(
-    history: list[Record], tool: str, args_hash: HashKey
+    history: list[Record], tool: str, args_hash: str
 ) -> tuple[int, HashKey | None, int]:
     """(no_progress streak, its outcome's hash key, recent_count) for one call, in one pass.
 
     no_progress: skip other calls and pending records; the newest outcome is `latest`; count
     consecutive records with that outcome. recent_count: records of this call, pending included.
-    `args_hash` is the call's text or its key (detectors/hashkeys.py); `hash_text` gives the
-    outcome's text.
+    `hash_text` (detectors/hashkeys.py) gives the outcome's text.
     """
-    if type(args_hash) is str:
-        args_hash = hash_key(args_hash)
     streak = 0
     latest: HashKey | None = None
     recent = 0

@@ -131,7 +131,7 @@ class RunState:
             rhash, seq, tool = r.result_key, r.seq, r.tool
             row: list[Any] = [
                 ref(tool if len(tool) < 64 else hash_key(tool), len(table)),
-                ref(r.args_key, len(table)),
+                ref(_canonical(r.args_key), len(table)),
                 -1 if rhash is None else ref(rhash, len(table)),
                 seq - prev_seq,  # delta-coded: seqs grow without bound, gaps stay small
             ]
@@ -212,7 +212,7 @@ class RunState:
                 result = None if r < 0 else keys[r]
                 kind, identity, no_progress = _facts(row[7] if len(row) > 7 else None, keys)
                 rec = Record(
-                    _text(keys[t]), keys[a], tcid, result, unk, seq, eid, kind, identity,
+                    _text(keys[t]), _text(keys[a]), tcid, result, unk, seq, eid, kind, identity,
                     no_progress,
                 )  # fmt: skip
                 if cell is not None:  # `<prefix><seq>`: the prefix, shared by the run's records
@@ -258,6 +258,11 @@ def legacy_stamp_ms(doc: object) -> int | None:
 # 4 terminal exec failure.
 _KIND_FLAGS = {"tool-loop-veto": 2, "terminal-exec-failure": 4}
 _FLAG_KINDS = {flag: kind for kind, flag in _KIND_FLAGS.items()}
+
+
+# An args hash as a table entry: its key, as the results go in (a small memo: a run's texts
+# recur in its writes; each entry keeps a text and its key, ~0.2 KB).
+_canonical = lru_cache(maxsize=1 << 10)(hash_key)
 
 
 def _text(key: HashKey) -> str:

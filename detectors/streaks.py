@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from loopguard.detectors.hashkeys import HashKey, hash_key
+from loopguard.detectors.hashkeys import HashKey
 
 __all__ = ["HistoryRecord", "no_progress_2026_9", "recent_count"]
 
@@ -34,7 +34,7 @@ class HistoryRecord(Protocol):
     @property
     def tool(self) -> str: ...
     @property
-    def args_key(self) -> HashKey: ...
+    def args_key(self) -> str: ...
     @property
     def result_key(self) -> HashKey | None: ...
     @property
@@ -46,7 +46,7 @@ class HistoryRecord(Protocol):
 
 
 def _walk(
-    history: Sequence[HistoryRecord], tool: str, args_hash: HashKey, terminal_only: bool
+    history: Sequence[HistoryRecord], tool: str, args_hash: str, terminal_only: bool
 ) -> tuple[int, HashKey | None]:
     streak = 0
     pending_vetoes = 0
@@ -94,12 +94,10 @@ def _walk(
 
 
 def no_progress_2026_9(
-    history: Sequence[HistoryRecord], tool: str, args_hash: HashKey
+    history: Sequence[HistoryRecord], tool: str, args_hash: str
 ) -> tuple[int, HashKey | None]:
-    """(no-progress count, the streak's latest outcome's hash key) for a call of
-    `tool`/`args_hash` (its text or key, detectors/hashkeys.py)."""
-    if type(args_hash) is str:
-        args_hash = hash_key(args_hash)
+    """(no-progress count, the streak's latest outcome's hash key, detectors/hashkeys.py) for
+    a call of `tool`/`args_hash`."""
     same_args = _walk(history, tool, args_hash, False)
     if tool != "exec":
         return same_args
@@ -107,7 +105,6 @@ def no_progress_2026_9(
     return failures if failures[0] > same_args[0] else same_args
 
 
-def recent_count(history: Sequence[HistoryRecord], tool: str, args_hash: HashKey) -> int:
+def recent_count(history: Sequence[HistoryRecord], tool: str, args_hash: str) -> int:
     """Records of this call in the window: pending, completed and vetoed alike."""
-    key = hash_key(args_hash) if type(args_hash) is str else args_hash
-    return sum(1 for rec in history if rec.args_key == key and rec.tool == tool)
+    return sum(1 for rec in history if rec.args_key == args_hash and rec.tool == tool)

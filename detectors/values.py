@@ -90,18 +90,17 @@ class ToolCall:
     tool_call_id: str | None = None
     args_hash: str = ""
     action: str | None = None  # args.action when it is a string (known polls, sends)
-    # args_hash's compact form, what records keep and the rules compare (detectors/hashkeys.py)
-    args_key: HashKey = field(default="", compare=False, repr=False)
+    # What records keep and the rules compare: args_hash itself (Record's docstring says why)
+    args_key: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         hashing = _HASHING or _hashing()
         if self.args_hash:
             self.tool = hashing.normalize_tool(self.tool)
-            self.args_key = share(hash_key(self.args_hash))  # repeated calls share one key
+            self.args_hash = share(self.args_hash)  # repeated calls share one string
         else:
-            self.tool, self.args_hash, self.args_key = hashing.call_signature_key(
-                self.tool, self.args
-            )
+            self.tool, self.args_hash = hashing.call_signature(self.tool, self.args)
+        self.args_key = self.args_hash
         args = self.args
         if self.action is None and type(args) is dict:
             action = args.get("action")
@@ -169,20 +168,22 @@ class Record:
     compact (docs/performance.md "Memory"): six slots, not ten (80 B instead of 112), as the
     five fields a completed record of the configurable profile rarely has (`tool_call_id`,
     `unknown_tool_name`, `outcome_kind`, `failure_identity`, `no_progress`) share one slot,
-    None while they hold their defaults; and the two hashes are held as hash keys
-    (`args_key`, `result_key`: 32 raw digest bytes instead of 64 hex digits,
-    detectors/hashkeys.py), which the rules compare; `args_hash` and `result_hash` give their
-    text. The constructor takes either form. An `event_id` of the form `<prefix><seq>` (the
-    runtime clients' `<run_id>:<seq>`) made by `Record.completed` keeps only its prefix, one
-    object shared by the run's records, as the stored state writes it. Immutable by contract,
-    like ToolCall; equal and hashable by value (tool_call_id excluded) as the dataclass it
-    replaces was.
+    None while they hold their defaults; and the outcome's hash is held as a hash key
+    (`result_key`: 32 raw digest bytes instead of 64 hex digits, detectors/hashkeys.py),
+    which the rules compare; `result_hash` gives its text. The args hash stays text
+    (`args_key` is `args_hash`): the rules compare it against every record of the window for
+    every call, and CPython 3.11 specialises `==` on two `str`, not on `bytes` (its key cost
+    E ~5 %). The constructor takes a text or a key for either. An `event_id` of the form
+    `<prefix><seq>` (the runtime clients' `<run_id>:<seq>`) made by `Record.completed` keeps
+    only its prefix, one object shared by the run's records, as the stored state writes it.
+    Immutable by contract, like ToolCall; equal and hashable by value (tool_call_id excluded)
+    as the dataclass it replaces was.
     """
 
     __slots__ = ("_eid", "_rare", "args_key", "result_key", "seq", "tool")
 
     tool: str
-    args_key: HashKey
+    args_key: str
     result_key: HashKey | None
     seq: int
     _eid: str | tuple[str] | None  # the event id, or (its prefix,) when it ends in str(seq)
@@ -202,7 +203,7 @@ class Record:
         no_progress: bool = False,
     ) -> None:
         self.tool = tool
-        self.args_key = hash_key(args_hash) if type(args_hash) is str else args_hash
+        self.args_key = args_hash if type(args_hash) is str else hash_text(args_hash)
         self.result_key = hash_key(result_hash) if type(result_hash) is str else result_hash
         self.seq = seq
         self._eid = event_id
@@ -224,7 +225,7 @@ class Record:
             )
 
     @classmethod
-    def pending(cls, tool: str, args_key: HashKey, tool_call_id: str | None, seq: int) -> Record:
+    def pending(cls, tool: str, args_key: str, tool_call_id: str | None, seq: int) -> Record:
         """A pending record: a call without its outcome yet."""
         rec = _new_record(cls)  # the slots set directly: this runs for every call
         rec.tool = tool
@@ -239,7 +240,7 @@ class Record:
     def completed(
         cls,
         tool: str,
-        args_key: HashKey,
+        args_key: str,
         result_key: HashKey,
         unknown_tool_name: str | None,
         seq: int,
@@ -288,8 +289,8 @@ class Record:
 
     @property
     def args_hash(self) -> str:
-        """The call signature `<tool>:<digest>` as text."""
-        return hash_text(self.args_key)
+        """The call signature `<tool>:<digest>` (the same string as `args_key`)."""
+        return self.args_key
 
     @property
     def result_hash(self) -> str | None:

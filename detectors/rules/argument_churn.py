@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loopguard.detectors.hashkeys import HashKey, hash_key
+from loopguard.detectors.hashkeys import HashKey
 from loopguard.detectors.streaks import HistoryRecord
 from loopguard.detectors.values import Thresholds, ToolCall, Verdict
 
@@ -25,12 +25,9 @@ LIVENESS_SIGNAL = "argument_churn"
 MIN_STABLE_CALLS = 3  # per variant; fixed in OpenClaw 2026.9
 
 
-def churn(history: Sequence[HistoryRecord], tool: str, args_hash: HashKey) -> tuple[int, int]:
-    """(count, stable variants) of argument churn for the current call; (0, 0) when none.
-    `args_hash`: the call's text or key (detectors/hashkeys.py)."""
-    if type(args_hash) is str:
-        args_hash = hash_key(args_hash)
-    outcomes: dict[HashKey, tuple[HashKey, int]] = {}  # args key → (first outcome key, count)
+def churn(history: Sequence[HistoryRecord], tool: str, args_hash: str) -> tuple[int, int]:
+    """(count, stable variants) of argument churn for the current call; (0, 0) when none."""
+    outcomes: dict[str, tuple[HashKey, int]] = {}  # args hash → (first outcome key, count)
     for i in range(len(history) - 1, -1, -1):
         rec = history[i]
         if rec.tool != tool:

@@ -9,23 +9,20 @@ outcomes are all equal) → critical; count ≥ warningThreshold → warning.
 
 from __future__ import annotations
 
-from loopguard.detectors.hashkeys import HashKey, hash_key
+from loopguard.detectors.hashkeys import HashKey
 from loopguard.detectors.values import Record, Thresholds, ToolCall, Verdict
 
 DETECTOR = "ping_pong"
 
 
-def streak(history: list[Record], args_hash: HashKey) -> tuple[int, Record | None, bool]:
-    """(count, newest record, no-progress evidence) for the current call's args hash (its text
-    or its key, detectors/hashkeys.py)."""
-    if type(args_hash) is str:
-        args_hash = hash_key(args_hash)
+def streak(history: list[Record], args_hash: str) -> tuple[int, Record | None, bool]:
+    """(count, newest record, no-progress evidence) for the current call's args hash."""
     n = len(history)
     if n < 2:
         return 0, None, False
     last = history[-1]
     a = last.args_key
-    other: HashKey | None = None
+    other: str | None = None
     for i in range(n - 2, -1, -1):
         h = history[i].args_key
         if h != a:

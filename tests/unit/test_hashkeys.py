@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loopguard.detectors import Outcome
-from loopguard.detectors.hashing import call_signature_key, result_hash, result_key
+from loopguard.detectors.hashing import result_hash, result_key
 from loopguard.detectors.hashkeys import hash_key, hash_text
 
 HEX = "0123456789abcdef" * 4
@@ -84,10 +84,3 @@ def test_the_result_key_is_the_key_of_the_result_hash(
 ) -> None:
     text = result_hash(tool, args, outcome)
     assert result_key(tool, args, outcome) == (None if text is None else hash_key(text))
-
-
-@pytest.mark.parametrize("tool", ["read", " Bash ", "x" * 200, "é"], ids=str)
-def test_the_call_signature_key_is_the_key_of_its_text(tool: str) -> None:
-    for _ in range(2):  # computed, then from the signature cache
-        name, text, key = call_signature_key(tool, {"path": "/a"})
-        assert key == hash_key(text) and text.startswith(name + ":")

@@ -23,8 +23,8 @@ class Rec:
     no_progress: bool = False
 
     @property
-    def args_key(self) -> HashKey:
-        return hash_key(self.args_hash)
+    def args_key(self) -> str:
+        return self.args_hash
 
     @property
     def result_key(self) -> HashKey | None:

@@ -120,7 +120,7 @@ def test_the_sharing_memo_is_bounded_and_shares_again_after_it_empties() -> None
 def test_a_completed_record_keeps_an_id_ending_in_its_seq_as_its_prefix(
     event_id: str | None, seq: int, prefix: str | None
 ) -> None:
-    done = Record.completed("read", hash_key(A), hash_key(R), None, seq, event_id, [])
+    done = Record.completed("read", A, hash_key(R), None, seq, event_id, [])
     assert done.event_id == event_id and done.event_prefix == prefix
     assert done == Record("read", A, None, R, None, seq, event_id)
 

@@ -39,7 +39,7 @@ def detect(state: RunState, call: ToolCall, th: Thresholds) -> Verdict | None:
     verdict = unknown_tool.check(history, call, th)
     if verdict is not None:
         return verdict
-    streak, latest, recent = repeat_counts(history, call.tool, call.args_key)
+    streak, latest, recent = repeat_counts(history, call.tool, call.args_hash)
     verdict = circuit_breaker.check(call, streak, latest, th)
     if verdict is not None:
         return verdict
@@ -59,7 +59,7 @@ def _detect_2026_9(history: list[Record], call: ToolCall, th: Thresholds) -> Ver
     verdict = unknown_tool.check(history, call, th)
     if verdict is not None:
         return verdict
-    tool, ahash = call.tool, call.args_key
+    tool, ahash = call.tool, call.args_hash
     streak, latest = no_progress_2026_9(history, tool, ahash)
     churned: list[tuple[int, int]] = []  # argument churn, walked only once a rule reads it
 

@@ -1,4 +1,4 @@
-"""Hash keys: the compact in-memory form of args and result hashes (text at the edges only).
+"""Hash keys: the compact in-memory form of outcome hashes (text at the edges only).
 
 A hash's text is `<prefix><64 lowercase hex digits>` (`read:9f…`, `error:04…`, a bare digest)
 or, in privacy mode, whatever the edge sent. Its key is `prefix.encode() + digest` (32 raw
@@ -6,8 +6,9 @@ bytes, ~80 B allocated instead of ~128 for the text) when the text has that form
 text itself. The mapping is one-to-one (the digest is the last 32 bytes; a `str` key never
 equals a `bytes` one), so two keys are equal exactly when their texts are: the rules compare
 keys, and the text is rebuilt only where it is shown (warning keys, messages, evidence).
-Records keep only the key (docs/performance.md, "Memory"); the stored state's format is
-unchanged (docs/wire-format.md, "Run state").
+Records keep their outcome's key (the args hash stays text: detectors/records.py says why;
+docs/performance.md, "Memory"); the stored state's format is unchanged (docs/wire-format.md,
+"Run state").
 """
 
 from __future__ import annotations

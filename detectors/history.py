@@ -26,7 +26,7 @@ def _trim(history: list[Record], size: int) -> None:
 def record_call(state: RunState, call: ToolCall, th: Thresholds, seq: int = 0) -> None:
     """Append a pending record for a call that is about to run."""
     history = state.history
-    history.append(Record.pending(call.tool, call.args_key, call.tool_call_id, seq))
+    history.append(Record.pending(call.tool, call.args_hash, call.tool_call_id, seq))
     if len(history) > th.history_size:
         del history[: len(history) - th.history_size]
 
@@ -54,12 +54,12 @@ def record_outcome(
         rkey = shared
     unknown = outcome_unknown_tool_name(outcome)
     history = state.history
-    tool, ahash, tcid = call.tool, call.args_key, call.tool_call_id
+    tool, ahash, tcid = call.tool, call.args_hash, call.tool_call_id
     for i in range(len(history) - 1, -1, -1):
         rec = history[i]
         if tcid and rec.tool_call_id != tcid:
             continue
-        if rec.result_key is None and rec.args_key == ahash and rec.tool == tool:
+        if rec.result_key is None and rec.args_hash == ahash and rec.tool == tool:
             # A completed record needs no tool_call_id (it pairs a pending one; not persisted).
             done = Record.completed(tool, ahash, rkey, unknown, seq, event_id, history)
             history[i] = done
@@ -84,7 +84,7 @@ def repeat_counts(
     recent = 0
     counting = True
     for rec in reversed(history):
-        if rec.args_key != args_hash or rec.tool != tool:
+        if rec.args_hash != args_hash or rec.tool != tool:
             continue
         recent += 1
         rhash = rec.result_key

@@ -55,7 +55,7 @@ def _store(
     event_id: str | None,
 ) -> Record:
     is_veto = facts.outcome_kind == TOOL_LOOP_VETO
-    tool, ahash, tcid = call.tool, call.args_key, call.tool_call_id
+    tool, ahash, tcid = call.tool, call.args_hash, call.tool_call_id
     done = Record(
         tool,
         ahash,
@@ -73,7 +73,7 @@ def _store(
         rec = history[i]
         if tcid and rec.tool_call_id != tcid:
             continue
-        if rec.tool != tool or rec.args_key != ahash:
+        if rec.tool != tool or rec.args_hash != ahash:
             continue
         if rec.result_key is None and rec.outcome_kind is None:
             history[i] = done

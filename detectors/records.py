@@ -30,20 +30,20 @@ class Record:
     `unknown_tool_name`, `outcome_kind`, `failure_identity`, `no_progress`) share one slot,
     None while they hold their defaults; and the outcome's hash is held as a hash key
     (`result_key`: 32 raw digest bytes instead of 64 hex digits, detectors/hashkeys.py),
-    which the rules compare; `result_hash` gives its text. The args hash stays text
-    (`args_key` is `args_hash`): the rules compare it against every record of the window for
-    every call, and CPython 3.11 specialises `==` on two `str`, not on `bytes` (its key cost
-    E ~5 %). The constructor takes a text or a key for either. An `event_id` of the form
+    which the rules compare; `result_hash` gives its text. The args hash stays text: the
+    rules compare it with every record of the window at every call, and CPython 3.11
+    specialises `==` on two `str`, not on `bytes` (as a key it cost E ~5 %). The constructor
+    takes a text or a key for either hash. An `event_id` of the form
     `<prefix><seq>` (the runtime clients' `<run_id>:<seq>`) made by `Record.completed` keeps
     only its prefix, one object shared by the run's records, as the stored state writes it.
     Immutable by contract, like ToolCall; equal and hashable by value (tool_call_id excluded)
     as the dataclass it replaces was.
     """
 
-    __slots__ = ("_eid", "_rare", "args_key", "result_key", "seq", "tool")
+    __slots__ = ("_eid", "_rare", "args_hash", "result_key", "seq", "tool")
 
     tool: str
-    args_key: str
+    args_hash: str
     result_key: HashKey | None
     seq: int
     _eid: str | tuple[str] | None  # the event id, or (its prefix,) when it ends in str(seq)
@@ -63,7 +63,7 @@ class Record:
         no_progress: bool = False,
     ) -> None:
         self.tool = tool
-        self.args_key = args_hash if type(args_hash) is str else hash_text(args_hash)
+        self.args_hash = args_hash if type(args_hash) is str else hash_text(args_hash)
         self.result_key = hash_key(result_hash) if type(result_hash) is str else result_hash
         self.seq = seq
         self._eid = event_id
@@ -85,11 +85,11 @@ class Record:
             )
 
     @classmethod
-    def pending(cls, tool: str, args_key: str, tool_call_id: str | None, seq: int) -> Record:
+    def pending(cls, tool: str, args_hash: str, tool_call_id: str | None, seq: int) -> Record:
         """A pending record: a call without its outcome yet."""
         rec = _new_record(cls)  # the slots set directly: this runs for every call
         rec.tool = tool
-        rec.args_key = args_key
+        rec.args_hash = args_hash
         rec.result_key = None
         rec.seq = seq
         rec._rare = None if tool_call_id is None else (tool_call_id, *_COMMON[1:])
@@ -100,7 +100,7 @@ class Record:
     def completed(
         cls,
         tool: str,
-        args_key: str,
+        args_hash: str,
         result_key: HashKey,
         unknown_tool_name: str | None,
         seq: int,
@@ -112,7 +112,7 @@ class Record:
         # The slots set directly: this runs for every outcome, and the keys are made already.
         done = _new_record(cls)
         done.tool = tool
-        done.args_key = args_key
+        done.args_hash = args_hash
         done.result_key = result_key
         done.seq = seq
         done._rare = None if unknown_tool_name is None else (None, unknown_tool_name, *_COMMON[2:])
@@ -146,11 +146,6 @@ class Record:
         made the record; else None."""
         eid = self._eid
         return eid[0] if type(eid) is tuple else None
-
-    @property
-    def args_hash(self) -> str:
-        """The call signature `<tool>:<digest>` (the same string as `args_key`)."""
-        return self.args_key
 
     @property
     def result_hash(self) -> str | None:
@@ -197,7 +192,7 @@ class Record:
         rare = self._rare or _COMMON
         return (
             self.tool,
-            self.args_key,
+            self.args_hash,
             self.result_key,
             rare[1],
             self.seq,

@@ -131,7 +131,7 @@ class RunState:
             rhash, seq, tool = r.result_key, r.seq, r.tool
             row: list[Any] = [
                 ref(tool if len(tool) < 64 else hash_key(tool), len(table)),
-                ref(_canonical(r.args_key), len(table)),
+                ref(_canonical(r.args_hash), len(table)),
                 -1 if rhash is None else ref(rhash, len(table)),
                 seq - prev_seq,  # delta-coded: seqs grow without bound, gaps stay small
             ]

@@ -34,7 +34,7 @@ class HistoryRecord(Protocol):
     @property
     def tool(self) -> str: ...
     @property
-    def args_key(self) -> str: ...
+    def args_hash(self) -> str: ...
     @property
     def result_key(self) -> HashKey | None: ...
     @property
@@ -58,7 +58,7 @@ def _walk(
             if terminal_only:
                 break
             continue
-        if not terminal_only and rec.args_key != args_hash:
+        if not terminal_only and rec.args_hash != args_hash:
             continue
         if rec.outcome_kind == VETO:
             pending_vetoes += 1
@@ -70,14 +70,14 @@ def _walk(
             break
         if latest is None:
             latest = rec
-            crossed = rec.args_key != args_hash
+            crossed = rec.args_hash != args_hash
             streak = pending_vetoes + 1
             pending_vetoes = 0
             continue
         if terminal_only:
-            if crossed and rec.args_key == args_hash:
+            if crossed and rec.args_hash == args_hash:
                 break
-            if rec.args_key != args_hash:
+            if rec.args_hash != args_hash:
                 crossed = True
         same_failure = (
             terminal_only
@@ -107,4 +107,4 @@ def no_progress_2026_9(
 
 def recent_count(history: Sequence[HistoryRecord], tool: str, args_hash: str) -> int:
     """Records of this call in the window: pending, completed and vetoed alike."""
-    return sum(1 for rec in history if rec.args_key == args_hash and rec.tool == tool)
+    return sum(1 for rec in history if rec.args_hash == args_hash and rec.tool == tool)

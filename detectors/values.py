@@ -90,8 +90,6 @@ class ToolCall:
     tool_call_id: str | None = None
     args_hash: str = ""
     action: str | None = None  # args.action when it is a string (known polls, sends)
-    # What records keep and the rules compare: args_hash itself (Record's docstring says why)
-    args_key: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         hashing = _HASHING or _hashing()
@@ -100,7 +98,6 @@ class ToolCall:
             self.args_hash = share(self.args_hash)  # repeated calls share one string
         else:
             self.tool, self.args_hash = hashing.call_signature(self.tool, self.args)
-        self.args_key = self.args_hash
         args = self.args
         if self.action is None and type(args) is dict:
             action = args.get("action")

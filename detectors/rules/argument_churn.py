@@ -37,10 +37,10 @@ def churn(history: Sequence[HistoryRecord], tool: str, args_hash: str) -> tuple[
             continue
         if not rec.no_progress:
             break
-        seen = outcomes.get(rec.args_key)
+        seen = outcomes.get(rec.args_hash)
         if seen is not None and seen[0] != rhash:
             break
-        outcomes[rec.args_key] = (rhash, (seen[1] if seen else 0) + 1)
+        outcomes[rec.args_hash] = (rhash, (seen[1] if seen else 0) + 1)
     total = sum(n for _, n in outcomes.values())
     stable = [(h, n) for h, n in outcomes.values() if n >= MIN_STABLE_CALLS]
     current = outcomes.get(args_hash)

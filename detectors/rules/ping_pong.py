@@ -21,10 +21,10 @@ def streak(history: list[Record], args_hash: str) -> tuple[int, Record | None, b
     if n < 2:
         return 0, None, False
     last = history[-1]
-    a = last.args_key
+    a = last.args_hash
     other: str | None = None
     for i in range(n - 2, -1, -1):
-        h = history[i].args_key
+        h = history[i].args_hash
         if h != a:
             other = h
             break
@@ -32,7 +32,7 @@ def streak(history: list[Record], args_hash: str) -> tuple[int, Record | None, b
         return 0, None, False
     tail = 0
     for i in range(n - 1, -1, -1):
-        if history[i].args_key != (a if tail % 2 == 0 else other):
+        if history[i].args_hash != (a if tail % 2 == 0 else other):
             break
         tail += 1
     if tail < 2:
@@ -46,7 +46,7 @@ def streak(history: list[Record], args_hash: str) -> tuple[int, Record | None, b
         if not rh:
             evidence = False
             break
-        if rec.args_key == a:
+        if rec.args_hash == a:
             if hash_a is None:
                 hash_a = rh
             elif rh != hash_a:
@@ -64,7 +64,7 @@ def check(history: list[Record], call: ToolCall, th: Thresholds) -> Verdict | No
     """Critical or warning for an alternating pair of calls."""
     if not th.ping_pong:
         return None
-    count, last, evidence = streak(history, call.args_key)
+    count, last, evidence = streak(history, call.args_hash)
     if count < th.warning_threshold or last is None:
         return None
     key = "pingpong:" + "|".join(sorted((call.args_hash, last.args_hash), key=_utf16))

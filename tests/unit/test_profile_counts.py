@@ -23,10 +23,6 @@ class Rec:
     no_progress: bool = False
 
     @property
-    def args_key(self) -> str:
-        return self.args_hash
-
-    @property
     def result_key(self) -> HashKey | None:
         return None if self.result_hash is None else hash_key(self.result_hash)
 

@@ -98,7 +98,7 @@ def test_equal_results_of_different_runs_share_one_key() -> None:
         records.append(done)
     assert records[0].result_key is not None
     assert all(r.result_key is records[0].result_key for r in records)
-    assert all(r.args_key is records[0].args_key for r in records)
+    assert all(r.args_hash is records[0].args_hash for r in records)
 
 
 def test_the_sharing_memo_is_bounded_and_shares_again_after_it_empties() -> None:

@@ -76,6 +76,22 @@ def rendered(table: bool, decisions: list[Decision], published: list[bytes]) -> 
     return b"\n".join(published) + b"\n"
 
 
+def _answer(
+    out: list[tuple[int, bytes, Rejected | None]],
+    pos: int,
+    got: list[Decision] | Rejected,
+    table: bool,
+    published: list[bytes],
+) -> None:
+    """Add one fed line's answer: its output if it decided something, or its rejection."""
+    if type(got) is list:
+        if got:
+            out.append((pos, rendered(table, got, published), None))
+    else:
+        assert isinstance(got, Rejected)
+        out.append((pos, b"", got))
+
+
 def route(obj: dict[str, Any], jobs: int) -> int:
     """The shard of a decoded line: by the crc32 of its run id (shard 0 without one)."""
     run_id = obj.get("run_id")
@@ -150,13 +166,7 @@ def shard_main(
             for pos, raw, now in batch:
                 if now is not None:
                     replayer.stream_ms = now
-                got = feed(pos, raw)
-                if type(got) is list:
-                    if got:
-                        out.append((pos, rendered(table, got, published), None))
-                else:
-                    assert isinstance(got, Rejected)
-                    out.append((pos, b"", got))
+                _answer(out, pos, feed(pos, raw), table, published)
             sender.put(("out", None, out))
         sender.put(("stats", replayer.stats))
     except EOFError:
@@ -195,13 +205,7 @@ def reader_main(
             else:
                 to = route(decoded, jobs)
             if to == shard:
-                got = feed(pos, raw, obj)
-                if type(got) is list:
-                    if got:
-                        out.append((pos, rendered(table, got, published), None))
-                else:
-                    assert isinstance(got, Rejected)
-                    out.append((pos, b"", got))
+                _answer(out, pos, feed(pos, raw, obj), table, published)
             elif advance is not None and obj is not None:
                 ts = obj.get("ts")
                 if ts is not None:  # another shard's line: only its time counts here

@@ -269,7 +269,7 @@ class Replayer:
         if self.outputs.decisions:
             self.outputs.decisions.clear()
         driver = self.driver
-        ev = driver.decode(msg) if obj is None else driver.accept(msg, obj)
+        ev = driver.accept(msg, obj)
         if ev is None:
             return self._refused(line)
         # `_feed`, inlined: this is a replay's per-line path

@@ -199,24 +199,18 @@ class RunDriver:
     def decode(self, msg: Message) -> Event | None:
         """Decode and validate one message, moving its partition's stream time; None when it
         was refused (dead-lettered)."""
-        runs = self._partitions.get(msg.partition) or self.partition(msg.partition)
-        if not self._offline:
-            runs.advance(_ms(msg.timestamp))
-        try:
-            obj = decode_object(msg.value, self._limits.max_message_bytes)
-            return self._parse(msg, runs, obj)
-        except InputRejected as exc:
-            self._reject(msg, exc.reason, exc.detail, exc.run_id)
-            return None
+        return self.accept(msg, None)
 
-    def accept(self, msg: Message, obj: dict[str, Any]) -> Event | None:
-        """`decode` for a message whose value the caller already decoded with
-        `decode_object` (a replay shard decodes each line once, to route it): the same
-        validation, stream time and dead letters, without the second JSON decode."""
+    def accept(self, msg: Message, obj: dict[str, Any] | None) -> Event | None:
+        """`decode`, given the value already decoded with `decode_object` when `obj` is not
+        None (a replay shard decodes each line once, to route it): the same validation,
+        stream time and dead letters, without the second JSON decode."""
         runs = self._partitions.get(msg.partition) or self.partition(msg.partition)
         if not self._offline:
             runs.advance(_ms(msg.timestamp))
         try:
+            if obj is None:
+                obj = decode_object(msg.value, self._limits.max_message_bytes)
             return self._parse(msg, runs, obj)
         except InputRejected as exc:
             self._reject(msg, exc.reason, exc.detail, exc.run_id)

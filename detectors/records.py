@@ -67,22 +67,8 @@ class Record:
         self.result_key = hash_key(result_hash) if type(result_hash) is str else result_hash
         self.seq = seq
         self._eid = event_id
-        if (
-            tool_call_id is None
-            and unknown_tool_name is None
-            and outcome_kind is None
-            and failure_identity is None
-            and not no_progress
-        ):
-            self._rare = None
-        else:
-            self._rare = (
-                tool_call_id,
-                unknown_tool_name,
-                outcome_kind,
-                failure_identity,
-                no_progress,
-            )
+        rare = (tool_call_id, unknown_tool_name, outcome_kind, failure_identity, no_progress)
+        self._rare = None if rare == _COMMON else rare
 
     @classmethod
     def pending(cls, tool: str, args_hash: str, tool_call_id: str | None, seq: int) -> Record:

@@ -268,28 +268,10 @@ class Replayer:
         msg.value = raw if type(raw) is bytes else str(raw).encode()
         if self.outputs.decisions:
             self.outputs.decisions.clear()
-        driver = self.driver
-        ev = driver.accept(msg, obj)
+        ev = self.driver.accept(msg, obj)
         if ev is None:
             return self._refused(line)
-        # `_feed`, inlined: this is a replay's per-line path
-        stats = self.stats
-        stats.events += 1
-        key = run_key(ev.run_id)
-        step = driver.step(msg, key, ev)
-        self._until_sweep -= 1
-        if self._until_sweep <= 0:
-            self._until_sweep = SWEEP_EVERY
-            driver.sweep(0)
-        if step is None:
-            return self._refused(line)
-        out = step.decisions
-        if step.is_duplicate:
-            stats.duplicates += 1
-        elif out:
-            stats.decisions += len(out)
-            driver.publish(key, out)
-        return out
+        return self._feed(ev, publish=True)
 
     def feed_event(self, ev: Event) -> list[Decision]:
         """Load and apply one parsed event (its line's time already observed), not publishing:

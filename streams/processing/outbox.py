@@ -3,9 +3,12 @@
 Faust's `send_soon` costs a queue hop, a task wake-up and an aiokafka `send` per message
 (about a third of the worker's time on workload P). `BatchOutbox` appends a batch's decisions
 to one aiokafka batch per partition and hands each to the producer at once: no linger to wait
-for, one produce request per agent batch. `delivery()` is the at-least-once barrier: the
-checkpoint takes it together with the run states it is about to write, and awaits it before
-writing them, so no state is written ahead of the decisions it produced (docs/reliability.md).
+for, one produce request per agent batch. The producer is the worker's decisions producer
+(streams/worker/faust/internals.py): aiokafka keeps one request in flight per connection, and
+on Faust's producer a verdict waited behind the changelog records of a checkpoint.
+`delivery()` is the at-least-once barrier: the checkpoint takes it together with the run
+states it is about to write, and awaits it before writing them, so no state is written ahead
+of the decisions it produced (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, Protocol
 from aiokafka.partitioner import murmur2
 
 from loopguard.streams.errors import StreamError
-from loopguard.streams.worker.faust.internals import started_producer
+from loopguard.streams.worker.faust.internals import decisions_producer
 
 __all__ = ["BatchOutbox", "Delivery", "FaustOutbox", "Outbox", "OutputLost", "Sent"]
 
@@ -117,7 +120,7 @@ class BatchOutbox:
         del urgent
         if not self._pending:
             return
-        producer = started_producer(self._app)
+        producer = decisions_producer(self._app)
         pending, self._pending = self._pending, {}
         topic = self._topic
         for partition, messages in pending.items():

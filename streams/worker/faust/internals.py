@@ -20,9 +20,15 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   checkpoint writes states while the agent goes on acking batches whose states it has not
   taken (streams/worker/agent.py), so `_new_offset` is shown only the acked offsets below the
   limit; the ones above stay in Faust's list for the next commit.
-- Producer: the started AIOKafkaProducer (`_ensure_producer`) and its buffer, for batches we
-  build ourselves (streams/processing/outbox.py) and a full drain before a commit; the
-  buffer's per-record fill check without a settings lookup (`size_producer_buffer`).
+- Producer: the started AIOKafkaProducer (`_ensure_producer`) and its buffer, for a full
+  drain before a commit; the buffer's per-record fill check without a settings lookup
+  (`size_producer_buffer`).
+- Decisions producer: aiokafka keeps one produce request in flight per broker connection, so
+  on Faust's producer a verdict waited behind the changelog records of a checkpoint and
+  Faust's other sends (docs/performance.md, "Latency (L)"). Faust's producer service builds a
+  second AIOKafkaProducer with its own settings (`_new_producer`: same servers, acks, security)
+  for the batches the agent builds itself (streams/processing/outbox.py), started and stopped
+  with it. Exactly-once has none: its decisions go through Faust's transactional producers.
 - Committed offsets: Faust's own record (`_committed_offset`), read by
   streams/worker/broker_watch.py.
 - Seek with nothing assigned: after a rebalance Faust's recovery seeks "all assigned
@@ -61,10 +67,10 @@ __all__ = [
     "QuietWorker",
     "TableStore",
     "committed_offsets",
+    "decisions_producer",
     "drain_producer_buffer",
     "seek_assigned_to_committed",
     "size_producer_buffer",
-    "started_producer",
 ]
 
 
@@ -299,10 +305,31 @@ def _tighter(
     return {tp: min(offset, bound[tp]) for tp, offset in limits.items() if tp in bound}
 
 
+class _TunedProducer(faust_aiokafka.Producer):
+    """Faust's aiokafka producer plus a producer of the agent's decisions (module docstring)."""
+
+    _decisions: aiokafka.AIOKafkaProducer | None = None
+
+    async def on_start(self) -> None:
+        """Start Faust's producer, then, at least once, the decisions producer beside it."""
+        await super().on_start()
+        if not self.app.in_transaction:
+            decisions = self._decisions = self._new_producer()
+            await decisions.start()
+
+    async def on_stop(self) -> None:
+        """Stop the decisions producer (it sends what it holds first), then Faust's."""
+        decisions, self._decisions = self._decisions, None
+        if decisions is not None:
+            await decisions.stop()
+        await super().on_stop()
+
+
 class _TunedTransport(faust_aiokafka.Transport):
-    """Faust's aiokafka transport, building the tuned consumer."""
+    """Faust's aiokafka transport, building the tuned consumer and producer."""
 
     Consumer = _TunedConsumer
+    Producer = _TunedProducer
 
 
 class LoopGuardApp(faust.App):
@@ -334,8 +361,15 @@ class QuietWorker(faust.Worker):
         self.spinner = None
 
 
-def started_producer(app: faust.App) -> aiokafka.AIOKafkaProducer:
-    """The AIOKafkaProducer inside Faust's producer, started (for hand-built batches)."""
+def decisions_producer(app: faust.App) -> aiokafka.AIOKafkaProducer:
+    """The started AIOKafkaProducer for the agent's hand-built decision batches.
+
+    The worker's own (module docstring); Faust's, when there is none (exactly-once, or an app
+    whose transport is not ours).
+    """
+    own: aiokafka.AIOKafkaProducer | None = getattr(app.producer, "_decisions", None)
+    if own is not None:
+        return own
     producer: aiokafka.AIOKafkaProducer = app.producer._ensure_producer()  # type: ignore[attr-defined]  # private (module docstring)
     return producer
 

@@ -5,13 +5,14 @@ place) and a list of decisions.
 """
 
 from loopguard.detectors.compaction_guard import arm_guard, observe_guard
-from loopguard.detectors.engine import detect
+from loopguard.detectors.engine import detect, detect_pair
 from loopguard.detectors.errors import DetectorError, InvalidEvent, InvalidState, LoopGuardError
 from loopguard.detectors.events import Event, parse_event
 from loopguard.detectors.hashing import args_hash, canonical_json, normalize_tool, result_hash
 from loopguard.detectors.history import record_call, record_outcome
 from loopguard.detectors.outcome_facts import OutcomeFacts, outcome_facts
 from loopguard.detectors.process import (
+    NO_VERDICT_YET,
     Applied,
     Decision,
     apply_event,
@@ -43,6 +44,7 @@ from loopguard.detectors.values import (
 __all__ = [
     "CONFIGURABLE",
     "JSON",
+    "NO_VERDICT_YET",
     "OPENCLAW_2026_9",
     "SEMANTICS",
     "UNDEFINED",
@@ -68,6 +70,7 @@ __all__ = [
     "arm_guard",
     "canonical_json",
     "detect",
+    "detect_pair",
     "effective_agent",
     "hash_outcome",
     "is_duplicate",

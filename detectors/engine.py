@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 
+from loopguard.detectors.hashkeys import HashKey
 from loopguard.detectors.history import repeat_counts
 from loopguard.detectors.profiles import OPENCLAW_2026_9
 from loopguard.detectors.rules import (
@@ -33,13 +34,43 @@ def detect(state: RunState, call: ToolCall, th: Thresholds) -> Verdict | None:
     """The rolling detectors' verdict on a call before it runs; does not mutate state."""
     if not th.enabled:
         return None
-    history = state.history
     if th.semantics == OPENCLAW_2026_9:
-        return _detect_2026_9(history, call, th)
+        return _detect_2026_9(state.history, call, th)
+    return _decide(state.history, call, th)
+
+
+def detect_pair(
+    state: RunState, call: ToolCall, a: Thresholds, b: Thresholds
+) -> tuple[Verdict | None, Verdict | None]:
+    """`(detect(state, call, a), detect(state, call, b))`, the history walked once for both
+    under the configurable profile (`loopguard compare` decides each call of a shared run
+    under both policies)."""
+    if not (a.enabled and b.enabled) or OPENCLAW_2026_9 in (a.semantics, b.semantics):
+        return detect(state, call, a), detect(state, call, b)
+    history = state.history
+    counts = repeat_counts(history, call.tool, call.args_hash)
+    alternation: list[ping_pong.Alternation] = []  # the ping-pong walk, once a rule reads it
+    return (
+        _decide(history, call, a, counts, alternation),
+        _decide(history, call, b, counts, alternation),
+    )
+
+
+def _decide(
+    history: list[Record],
+    call: ToolCall,
+    th: Thresholds,
+    counts: tuple[int, HashKey | None, int] | None = None,
+    alternation: list[ping_pong.Alternation] | None = None,
+) -> Verdict | None:
+    """The configurable profile's decision order (docs/semantics.md §6), from the counts and
+    the ping-pong walk when the caller has them already."""
     verdict = unknown_tool.check(history, call, th)
     if verdict is not None:
         return verdict
-    streak, latest, recent = repeat_counts(history, call.tool, call.args_hash)
+    if counts is None:
+        counts = repeat_counts(history, call.tool, call.args_hash)
+    streak, latest, recent = counts
     verdict = circuit_breaker.check(call, streak, latest, th)
     if verdict is not None:
         return verdict
@@ -48,7 +79,7 @@ def detect(state: RunState, call: ToolCall, th: Thresholds) -> Verdict | None:
         verdict = known_poll.check(call, streak, latest, th)
         if verdict is not None:
             return verdict
-    verdict = ping_pong.check(history, call, th)
+    verdict = ping_pong.check(history, call, th, alternation)
     if verdict is not None or is_poll:
         return verdict
     return generic_repeat.check(call, streak, latest, recent, th)

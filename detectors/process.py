@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Literal, NamedTuple
+from enum import Enum
+from typing import Final, Literal, NamedTuple
 
 from loopguard.detectors.compaction_guard import arm_guard, late_outcomes, observe_guard
 from loopguard.detectors.engine import detect, publish_warning
@@ -56,6 +57,15 @@ def is_duplicate(state: RunState, event: Event) -> bool:
     return mark is not None and event.seq <= mark
 
 
+class _NoVerdictYet(Enum):
+    NO_VERDICT_YET = 0
+
+
+#: `apply_event`'s default `verdict`: none computed yet, so it runs `detect` itself.
+NO_VERDICT_YET: Final = _NoVerdictYet.NO_VERDICT_YET
+GivenVerdict = Verdict | None | _NoVerdictYet
+
+
 class Applied(NamedTuple):
     """What one event did to its run: a redelivery (`is_duplicate`, nothing changed) or the
     decisions it yielded (often none)."""
@@ -64,13 +74,24 @@ class Applied(NamedTuple):
     is_duplicate: bool = False
 
 
-def apply_event(state: RunState, event: Event | Mapping[str, object], th: Thresholds) -> Applied:
+def apply_event(
+    state: RunState,
+    event: Event | Mapping[str, object],
+    th: Thresholds,
+    verdict: GivenVerdict = NO_VERDICT_YET,
+) -> Applied:
     """Apply one event to the run's state (in place): its decisions, or that it was a duplicate.
 
     Decisions are those of the run's events in seq order, however the two input topics
     interleave (docs/wire-format.md, "Ordering"): tool events apply on arrival; a compaction or
     run_end that arrives ahead of tool events with a lower seq is held until they are in. A
     redelivered event (seq at or below its topic's watermark) changes nothing.
+
+    `verdict`, on a tool_call: `detect(state, event.call, th)` as the caller already computed
+    it on this state (`loopguard compare` decides each call of a shared run under both
+    policies first), so the call is decided once. It is used only where the call meets that
+    very state and call: not when held life events apply first, nor when the openclaw-2026.9
+    profile renames the tool; there, and on other events, `detect` runs as without it.
     """
     ev = event if isinstance(event, Event) else parse_event(event)
     is_tool = ev.type in TOOL_EVENTS
@@ -78,17 +99,25 @@ def apply_event(state: RunState, event: Event | Mapping[str, object], th: Thresh
     if mark is not None and ev.seq <= mark:
         return Applied([], is_duplicate=True)
     if th.semantics == OPENCLAW_2026_9:
-        ev = _retool(ev)
+        retooled = _retool(ev)
+        if retooled is not ev:
+            ev, verdict = retooled, NO_VERDICT_YET  # the verdict was on the other name
     if is_tool:
         # The tool-event path with _begin and _name_agent written out: it runs for almost
         # every event (docs/performance.md, "Our own per-event cost").
-        released = _release_held(state, th, before=ev.seq) if state.held else None
+        released = None
+        if state.held:
+            released = _release_held(state, th, before=ev.seq)
+            verdict = NO_VERDICT_YET  # those may have changed the history it was decided on
         if state.ended_seq is not None:
             state.ended_seq = None  # an event past an applied run_end starts the run afresh
         if state.agent_id is None and ev.agent_id is not None:
             state.agent_id = ev.agent_id
         state.tool_seq = ev.seq
-        out = _on_call(state, ev, th) if ev.type == "tool_call" else _on_result(state, ev, th)
+        if ev.type == "tool_call":
+            out = _on_call(state, ev, th, verdict)
+        else:
+            out = _on_result(state, ev, th)
         if released:
             out = released + out
     else:
@@ -213,10 +242,12 @@ def _on_late_life(state: RunState, ev: Event, kind: LifeKind, th: Thresholds) ->
     return []
 
 
-def _on_call(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
+def _on_call(
+    state: RunState, ev: Event, th: Thresholds, given: GivenVerdict = NO_VERDICT_YET
+) -> list[Decision]:
     call = ev.call
     assert call is not None  # parse_event guarantees a call on tool events
-    verdict = detect(state, call, th)
+    verdict = detect(state, call, th) if given is NO_VERDICT_YET else given
     out: list[Decision] = []
     decision = "allow"
     if verdict is None:

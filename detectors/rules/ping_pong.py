@@ -14,14 +14,20 @@ from loopguard.detectors.values import Record, Thresholds, ToolCall, Verdict
 
 DETECTOR = "ping_pong"
 
+Alternation = tuple[int, Record | None, bool]  # `streak`'s (count, newest record, evidence)
 
-def streak(history: list[Record], args_hash: str) -> tuple[int, Record | None, bool]:
+
+def streak(history: list[Record], args_hash: str) -> Alternation:
     """(count, newest record, no-progress evidence) for the current call's args hash."""
     n = len(history)
     if n < 2:
         return 0, None, False
     last = history[-1]
     a = last.args_hash
+    if args_hash == a:
+        # The same call again (a repeat, not an alternation): `other` below always differs
+        # from `a`, so the walk could only end in no count. Looping runs skip it.
+        return 0, None, False
     other: str | None = None
     for i in range(n - 2, -1, -1):
         h = history[i].args_hash
@@ -60,11 +66,22 @@ def streak(history: list[Record], args_hash: str) -> tuple[int, Record | None, b
     return tail + 1, last, evidence and hash_a is not None and hash_b is not None
 
 
-def check(history: list[Record], call: ToolCall, th: Thresholds) -> Verdict | None:
-    """Critical or warning for an alternating pair of calls."""
+def check(
+    history: list[Record],
+    call: ToolCall,
+    th: Thresholds,
+    memo: list[Alternation] | None = None,
+) -> Verdict | None:
+    """Critical or warning for an alternating pair of calls. `memo`: `streak`'s answer for
+    this history and call once computed (kept in it), for deciding under two policies."""
     if not th.ping_pong:
         return None
-    count, last, evidence = streak(history, call.args_hash)
+    if memo:
+        count, last, evidence = memo[0]
+    else:
+        count, last, evidence = streak(history, call.args_hash)
+        if memo is not None:
+            memo.append((count, last, evidence))
     if count < th.warning_threshold or last is None:
         return None
     key = "pingpong:" + "|".join(sorted((call.args_hash, last.args_hash), key=_utf16))

@@ -17,13 +17,15 @@ from typing import Any
 from loopguard.config import Policy
 from loopguard.detectors import (
     CONFIGURABLE,
+    NO_VERDICT_YET,
     Decision,
     Event,
-    detect,
+    detect_pair,
     effective_agent,
     hash_outcome,
     is_duplicate,
 )
+from loopguard.detectors.process import GivenVerdict
 from loopguard.streams.audit.replay import Rejected, Replayer
 
 __all__ = ["CompareReport", "RunOutcome", "compare", "render_summary"]
@@ -194,7 +196,7 @@ def compare(
             ev = hash_outcome(ev, tools)
         second.stream_ms = first.stream_ms  # same line, same stream time
         if shared is not None and shared.holds(ev):
-            out = first.feed_event(ev)
+            out = first.feed_event(ev, shared.verdict)  # the call decided once, not twice
             _account(report, ev, first, (out, out))
             continue
         outs = (first.feed_event(ev), second.feed_event(ev))
@@ -229,8 +231,11 @@ class _Shared:
     a call on which their verdicts differ (or one of an agent whose thresholds differ beyond
     `_DETECT_ONLY`, or with life events held). The candidate side then takes a copy of the
     run's state before that event (`Replayer.adopt`) and both sides replay the run from there
-    on, as they would have from the start. Until then each event costs one engine step and
-    one more `detect`, instead of two steps: most runs of a fleet never diverge.
+    on, as they would have from the start. Until then each event costs one engine step
+    instead of two: each call is decided under both policies with one walk of the history
+    (`detect_pair`), and the current side's verdict goes to its engine step (`verdict`,
+    `apply_event`'s), which then does not decide the call again. Most runs of a fleet never
+    diverge.
 
     A forked run is shared again as soon as both sides' states (and last event times) are
     equal after an event: the engine is a function of the state and the event, so from
@@ -245,10 +250,15 @@ class _Shared:
         self.second = second
         self.forked: set[str] = set()
         self._kinds: dict[str | None, int] = {}
+        #: The current side's verdict on the call `holds` last kept shared, for its engine
+        #: step; NO_VERDICT_YET when `holds` decided no call.
+        self.verdict: GivenVerdict = NO_VERDICT_YET
 
     def holds(self, ev: Event) -> bool:
         """True when `ev` applies to a shared run and keeps it shared (feed the first side
-        only; the candidate's decisions are the same); False after forking the run."""
+        only, with `verdict`; the candidate's decisions are the same); False after forking
+        the run."""
+        self.verdict = NO_VERDICT_YET
         if ev.run_id in self.forked:
             return False
         run = self.first.live_run(ev.run_id)
@@ -266,7 +276,9 @@ class _Shared:
             if ev.type != "tool_call" or call is None:
                 return True
             a, b = self.first.thresholds(agent), self.second.thresholds(agent)
-            if detect(state, call, a) == detect(state, call, b):
+            verdict, candidate = detect_pair(state, call, a, b)
+            if verdict == candidate:
+                self.verdict = verdict
                 return True
         self.forked.add(ev.run_id)
         self.second.adopt(ev.run_id, run)

@@ -16,7 +16,8 @@ from typing import Any, NamedTuple
 import orjson
 
 from loopguard.config import Policy
-from loopguard.detectors import Decision, Event, RunState, Thresholds, parse_event
+from loopguard.detectors import NO_VERDICT_YET, Decision, Event, RunState, Thresholds, parse_event
+from loopguard.detectors.process import GivenVerdict
 from loopguard.streams.processing.driver import DriverLimits, RunDriver, event_time_ms
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.processing.partition import LiveRun
@@ -273,18 +274,21 @@ class Replayer:
             return self._refused(line)
         return self._feed(ev, publish=True)
 
-    def feed_event(self, ev: Event) -> list[Decision]:
+    def feed_event(self, ev: Event, verdict: GivenVerdict = NO_VERDICT_YET) -> list[Decision]:
         """Load and apply one parsed event (its line's time already observed), not publishing:
         for callers that read the decisions themselves (compare, explain). An engine failure
-        is counted as a rejected line."""
-        out = self._feed(ev, publish=False)
+        is counted as a rejected line. `verdict`: `apply_event`'s, on the run's state as
+        `live_run` gives it, under `thresholds` of its agent (compare decides calls first)."""
+        out = self._feed(ev, publish=False, verdict=verdict)
         return [] if isinstance(out, Rejected) else out
 
-    def _feed(self, ev: Event, *, publish: bool) -> list[Decision] | Rejected:
+    def _feed(
+        self, ev: Event, *, publish: bool, verdict: GivenVerdict = NO_VERDICT_YET
+    ) -> list[Decision] | Rejected:
         stats = self.stats
         stats.events += 1
         key = run_key(ev.run_id)
-        step = self.driver.step(self._msg, key, ev)
+        step = self.driver.step(self._msg, key, ev, verdict)
         self._until_sweep -= 1
         if self._until_sweep <= 0:
             self._until_sweep = SWEEP_EVERY

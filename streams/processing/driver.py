@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from loopguard.config import Policy
 from loopguard.detectors import (
+    NO_VERDICT_YET,
     Applied,
     Decision,
     Event,
@@ -29,6 +30,7 @@ from loopguard.detectors import (
     apply_event,
     parse_event,
 )
+from loopguard.detectors.process import GivenVerdict
 from loopguard.detectors.state import SavedState
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.processing.partition import LiveRun, PartitionRuns
@@ -222,10 +224,13 @@ class RunDriver:
         assert key is not None  # decode refuses a key that is not the run_id
         return key
 
-    def step(self, msg: Message, key: bytes, ev: Event) -> Applied | None:
+    def step(
+        self, msg: Message, key: bytes, ev: Event, verdict: GivenVerdict = NO_VERDICT_YET
+    ) -> Applied | None:
         """Load the run (cache, then store) and apply one decoded event to it: its decisions,
         or that it was a duplicate; None when the engine failed (the message dead-lettered,
-        the run's state as before it)."""
+        the run's state as before it). `verdict`: `apply_event`'s, computed by the caller on
+        the state this step loads, under this driver's thresholds for the run's agent."""
         partition = msg.partition
         runs = self._partitions.get(partition) or self.partition(partition)
         now = runs.stream_ms
@@ -238,7 +243,7 @@ class RunDriver:
         agent = state.agent_id if state.agent_id is not None else ev.agent_id
         th = self._thresholds.get(agent) or self.thresholds(agent)
         try:
-            applied = apply_event(state, ev, th)
+            applied = apply_event(state, ev, th, verdict)
         except Exception as exc:  # the dead-letter policy: an engine bug costs one event
             log.exception("engine failed on run %s event %s", ev.run_id, ev.event_id)
             state.restore(saved)

@@ -151,10 +151,10 @@ async def test_an_engine_bug_costs_one_event_not_the_run(
 ) -> None:
     real = driver_module.apply_event
 
-    def flaky(state: RunState, ev: Any, th: Any) -> Any:
+    def flaky(state: RunState, ev: Any, th: Any, *verdict: Any) -> Any:
         if ev.event_id == "e5":
             raise ZeroDivisionError("boom")
-        return real(state, ev, th)
+        return real(state, ev, th, *verdict)
 
     monkeypatch.setattr(driver_module, "apply_event", flaky)
     events = calls("r1", 4)

@@ -107,10 +107,10 @@ def test_an_engine_failure_on_one_line_is_a_rejected_line_and_the_run_goes_on(
 
     real = driver_module.apply_event
 
-    def flaky(state: RunState, ev: Any, th: Any) -> Any:
+    def flaky(state: RunState, ev: Any, th: Any, *verdict: Any) -> Any:
         if ev.seq == 3:
             raise ZeroDivisionError("boom")
-        return real(state, ev, th)
+        return real(state, ev, th, *verdict)
 
     monkeypatch.setattr(driver_module, "apply_event", flaky)
     run = RunScript("r")

@@ -57,9 +57,11 @@ def record_outcome(
     tool, ahash, tcid = call.tool, call.args_hash, call.tool_call_id
     for i in range(len(history) - 1, -1, -1):
         rec = history[i]
-        if tcid and rec.tool_call_id != tcid:
+        # Completed records first, by a slot: they are most of the window, and the result of
+        # a blocked call (never recorded) walks all of it.
+        if rec.result_key is not None or (tcid and rec.tool_call_id != tcid):
             continue
-        if rec.result_key is None and rec.args_hash == ahash and rec.tool == tool:
+        if rec.args_hash == ahash and rec.tool == tool:
             # A completed record needs no tool_call_id (it pairs a pending one; not persisted).
             done = Record.completed(tool, ahash, rkey, unknown, seq, event_id, history)
             history[i] = done

@@ -132,9 +132,22 @@ def _with_liveness(
     return replace(verdict, liveness_signal=argument_churn.LIVENESS_SIGNAL)
 
 
+# A looping run warns under the same key at every call: the short ids are memoised (bounded,
+# emptied when full, as the engine's other caches; docs/performance.md "Our own per-event cost").
+_BUCKET_KEY_ENTRIES = 4096
+_BUCKET_KEYS: dict[str, str] = {}
+
+
 def bucket_key(warning_key: str) -> str:
     """The short id under which a warning key's bucket is stored (keeps state small)."""
-    return hashlib.blake2b(warning_key.encode("utf-8", "surrogatepass"), digest_size=9).hexdigest()
+    key = _BUCKET_KEYS.get(warning_key)
+    if key is None:
+        raw = warning_key.encode("utf-8", "surrogatepass")
+        key = hashlib.blake2b(raw, digest_size=9).hexdigest()
+        if len(_BUCKET_KEYS) >= _BUCKET_KEY_ENTRIES:
+            _BUCKET_KEYS.clear()
+        _BUCKET_KEYS[warning_key] = key
+    return key
 
 
 def publish_warning(state: RunState, warning_key: str, count: int) -> bool:

@@ -74,6 +74,11 @@ class Applied(NamedTuple):
     is_duplicate: bool = False
 
 
+# `Applied(out)` runs the named tuple's generated `__new__`, a Python frame per event; the
+# tuple's own constructor builds the same value.
+_new_tuple = tuple.__new__
+
+
 def apply_event(
     state: RunState,
     event: Event | Mapping[str, object],
@@ -130,7 +135,7 @@ def apply_event(
         out = []
     if state.held:
         out += _release_ready(state, th)
-    return Applied(out)
+    return _new_tuple(Applied, (out, False))
 
 
 def hash_outcome(event: Event, channel_tools: frozenset[str]) -> Event:
@@ -281,8 +286,8 @@ def _on_call(
 def _on_result(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
     assert ev.call is not None and ev.outcome is not None  # parse_event guarantees both
     record = record_outcome(state, ev.call, ev.outcome, th, ev.seq, ev.event_id)
-    if record is None:
-        return []
+    if record is None or state.guard_remaining <= 0:
+        return []  # no guard armed: observe_guard would return None at once
     abort = observe_guard(state, record, th)
     if abort is None:
         return []

@@ -9,6 +9,8 @@ channel queue) is abandoned when the flow is suspended for a seek, a rebalance o
 
 This loop keeps that and pays for it only when a callback blocks:
 
+- A record goes straight into the agent's channel queue when nothing on the conductor's
+  path could wait (delivery.py); otherwise the conductor's callback takes it, as below.
 - A callback runs eagerly, up to its first suspension, in the loop's own task. Almost always
   it finishes there (the conductor's put into the channel queue does not block), and nothing
   else has run meanwhile, so nothing can have suspended the flow. A callback that does
@@ -40,6 +42,8 @@ from typing import Any, Protocol
 from aiokafka.errors import IllegalStateError
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.types import TP
+
+from loopguard.streams.worker.faust.delivery import Deliveries
 
 __all__ = ["Blocked", "FlowEpoch", "drain_messages", "start_eagerly"]
 
@@ -109,6 +113,7 @@ async def drain_messages(consumer: Any, fetcher: Any) -> None:
     set_flag, unset_flag = consumer.diag.set_flag, consumer.diag.unset_flag
     commit_every = consumer._commit_every
     sleep = asyncio.sleep
+    deliveries = Deliveries(app)
     try:
         while not (consumer_stopped() or fetcher_stopped()):
             set_flag(CONSUMER_FETCHING)
@@ -131,6 +136,8 @@ async def drain_messages(consumer: Any, fetcher: Any) -> None:
             to_message = consumer._to_message
             batch_read: dict[TP, int] = {}  # read offsets of this batch, not yet written
             since_yield = 0
+            deliveries.reset()  # the conductor's index may have changed during the fetch
+            deliver_of = deliveries.of
             for tp, record in consumer.scheduler.iterate(records):
                 if active is not None and tp not in active and tp not in buffered:
                     continue  # paused while the batch was being delivered (as Faust)
@@ -143,15 +150,18 @@ async def drain_messages(consumer: Any, fetcher: Any) -> None:
                     read_offsets.update(batch_read)
                     batch_read.clear()
                     await consumer._add_gap(tp, read + 1, offset)
+                    deliveries.reset()
                     if _interrupted(consumer, epoch, generation):
                         break
-                blocked = start_eagerly(callback(message))
-                if blocked is not None:
-                    read_offsets.update(batch_read)
-                    batch_read.clear()
-                    result = await consumer.wait_first(blocked, suspend_flow.wait())
-                    if result.stopped or _interrupted(consumer, epoch, generation):
-                        break  # abandoned, as Faust abandons it; its offset stays unread
+                if not deliver_of(tp)(message):  # would wait: the conductor's own path
+                    blocked = start_eagerly(callback(message))
+                    if blocked is not None:
+                        read_offsets.update(batch_read)
+                        batch_read.clear()
+                        result = await consumer.wait_first(blocked, suspend_flow.wait())
+                        deliveries.reset()
+                        if result.stopped or _interrupted(consumer, epoch, generation):
+                            break  # abandoned, as Faust abandons it; its offset stays unread
                 batch_read[tp] = offset
                 since_yield += 1
                 if since_yield >= YIELD_EVERY:
@@ -159,6 +169,7 @@ async def drain_messages(consumer: Any, fetcher: Any) -> None:
                     read_offsets.update(batch_read)
                     batch_read.clear()
                     await sleep(0)  # the agent drains its queue meanwhile
+                    deliveries.reset()
                     if _interrupted(consumer, epoch, generation):
                         break
             read_offsets.update(batch_read)

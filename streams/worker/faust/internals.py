@@ -59,6 +59,7 @@ from faust.streams import _current_event
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from loopguard.streams.kafka.end_offsets import probe_end_offsets
+from loopguard.streams.worker.faust.delivery import buffer_over_limit
 from loopguard.streams.worker.faust.drain import drain_messages
 
 __all__ = [
@@ -387,9 +388,10 @@ def size_producer_buffer(app: faust.App, max_messages: int) -> None:
     buffer.max_messages = max_messages
     if app.conf.producer_threaded:
         return
+    over = buffer_over_limit(app)
 
     async def wait_until_ebb() -> None:
-        if buffer.pending.qsize() > buffer.max_messages:
+        if over():
             await buffer.flush_atmost(buffer.max_messages)
 
     buffer.wait_until_ebb = wait_until_ebb  # type: ignore[method-assign]  # see the docstring

@@ -12,6 +12,7 @@ instantiates).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import faust
@@ -27,13 +28,22 @@ class RawSchema(faust.Schema[bytes, bytes]):
             key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
         )
 
-    def compile(self, app: Any, **kwargs: Any) -> Any:
-        """The decode function of a topic: record -> event, the key and value unchanged."""
-        # What `app.create_event` does, with the event class looked up once: reading it from
-        # `app.conf` (a slow `__getattribute__`) per record cost 3 % on workload P.
+    def event_maker(self, app: Any) -> Callable[[Any], Any]:
+        """record -> event, the key and value unchanged, as `app.create_event` builds it."""
+        # With the event class looked up once: reading it from `app.conf` (a slow
+        # `__getattribute__`) per record cost 3 % on workload P.
         event_class = app.conf.Event
 
-        async def decode(message: Any, *, propagate: bool = False) -> Any:
+        def make(message: Any) -> Any:
             return event_class(app, message.key, message.value, message.headers, message)
+
+        return make
+
+    def compile(self, app: Any, **kwargs: Any) -> Any:
+        """The decode function of a topic (the conductor awaits it): `event_maker`'s event."""
+        make = self.event_maker(app)
+
+        async def decode(message: Any, *, propagate: bool = False) -> Any:
+            return make(message)
 
         return decode

@@ -1,0 +1,131 @@
+"""Records into the agent's channel queue without Faust's per-record coroutines (the fast path).
+
+Faust's conductor hands each record to the channels of its partition through a compiled
+coroutine (faust/transport/conductor.py): the lock around its callback index, flow control,
+the producer buffer's ebb, a reference per channel, the channel's async decode, and a put
+with the queue's pressure callbacks. Run eagerly by the drain loop (drain.py) it never waits,
+yet its coroutines, lock and awaits cost 6-8 µs a record, about a tenth of the worker's time
+on workload P (docs/performance.md, "The conductor's hop").
+
+`Direct` delivers a record in one call when none of those steps could wait: the index is not
+being updated, the flow is on, the producer buffer is within its limit, the partition has one
+channel, with the raw schema (streams/worker/faust/raw_schema.py), and a queue that is not
+full. It then does what the conductor does for that case: one reference, one event, the put
+with the same pressure callbacks (the fetcher stops fetching a partition whose queue is under
+pressure). Otherwise it delivers nothing and says so, and the drain loop takes the conductor's
+path, which waits as it always did; so what Faust protects (no delivery while the flow is
+suspended, a full queue waited for) stays as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from faust.types import TP
+
+from loopguard.streams.worker.faust.raw_schema import RawSchema
+
+__all__ = ["Deliveries", "Direct", "buffer_over_limit"]
+
+OnPressure = Callable[[], None]
+
+
+def buffer_over_limit(app: Any) -> Callable[[], bool]:
+    """Whether Faust's producer buffer holds more than its limit: the conductor then waits.
+
+    A threaded producer keeps its buffer in its own thread, so the answer is always yes
+    there: the conductor's own path, which knows how to wait for it, is taken.
+    """
+    if app.conf.producer_threaded:
+        return lambda: True
+    buffer = app.producer.buffer
+    qsize = buffer.pending.qsize
+    return lambda: qsize() > buffer.max_messages
+
+
+class Deliveries:
+    """The `Direct` delivery of each partition, for one drain loop's life.
+
+    A partition's pressure callbacks stay the same objects for as long, as the conductor's
+    do: the queue keeps the pending drop callbacks in a set and adds one only if it is not
+    there yet. The channel of a partition is looked up again after `reset()`, which the drain
+    loop calls after each of its awaits (a rebalance may change the conductor's index then).
+    """
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self._buffer_over = buffer_over_limit(app)
+        self._pressure: dict[TP, tuple[OnPressure, OnPressure]] = {}
+        self._direct: dict[TP, Direct] = {}
+
+    def of(self, tp: TP) -> Direct:
+        """The delivery of `tp`'s records (built on first use after a reset)."""
+        direct = self._direct.get(tp)
+        if direct is None:
+            direct = Direct(self._app, tp, self._callbacks(tp), self._buffer_over)
+            self._direct[tp] = direct
+        return direct
+
+    def reset(self) -> None:
+        """Forget the channels looked up so far."""
+        self._direct.clear()
+
+    def _callbacks(self, tp: TP) -> tuple[OnPressure, OnPressure]:
+        pair = self._pressure.get(tp)
+        if pair is None:
+            consumer, on_full = self._app.consumer, self._app.sensors.on_topic_buffer_full
+
+            def on_pressure_high() -> None:
+                on_full(tp)
+                consumer.on_buffer_full(tp)
+
+            def on_pressure_drop() -> None:
+                consumer.on_buffer_drop(tp)
+
+            pair = self._pressure[tp] = (on_pressure_high, on_pressure_drop)
+        return pair
+
+
+class Direct:
+    """Delivers one partition's records to its only channel when nothing would wait."""
+
+    __slots__ = ("_buffer_over", "_drop", "_flow_on", "_high", "_index_locked", "_make", "_queue")
+
+    def __init__(
+        self,
+        app: Any,
+        tp: TP,
+        callbacks: tuple[OnPressure, OnPressure],
+        buffer_over: Callable[[], bool],
+    ) -> None:
+        conductor = app.topics
+        self._index_locked = conductor._tp_to_callback_lock.locked
+        self._flow_on = app.flow_control.is_active
+        self._buffer_over = buffer_over
+        self._high, self._drop = callbacks
+        self._queue: Any = None
+        self._make: Callable[[Any], Any] | None = None
+        channels = conductor._tp_index.get(tp)
+        if channels is not None and len(channels) == 1:
+            (channel,) = channels
+            if isinstance(channel.schema, RawSchema):
+                self._queue = channel.queue
+                self._make = channel.schema.event_maker(app)
+
+    def __call__(self, message: Any) -> bool:
+        """Deliver `message` and return True, or deliver nothing and return False."""
+        make, queue = self._make, self._queue
+        if (
+            make is None
+            or self._index_locked()
+            or not self._flow_on()
+            or self._buffer_over()
+            or queue.full()
+        ):
+            return False
+        message.incref(1)
+        queue.put_nowait_enhanced(
+            make(message), on_pressure_high=self._high, on_pressure_drop=self._drop
+        )
+        return True

@@ -13,6 +13,14 @@ Figures, one JSON line each, every one with its same-run baseline:
 - replay_jobs_N_cpu_per_event_us: the CPU time (this process and the shards) per event of
   `--jobs N`, baseline the same of `--jobs 1`: what sharding costs in work, which is what
   bounds the scaling on N idle cores (wall-clock scaling needs the cores to be idle).
+- replay_jobs_N_where: where each process of `--jobs N` spent the run's wall-clock time, from
+  Linux's /proc/<pid>/schedstat (per main thread: on a CPU, runnable but waiting for one
+  (the host's other load), and neither: blocked on a pipe, a queue or the disk); the median
+  of the runs, as fractions of the wall time. A shard that waits for a CPU is held back by
+  the host; one that is blocked is held back by the parent or the other shards.
+
+    python bench/replay.py --only scaling --runs 5   # just the --jobs 1 / --jobs N pairs
+
 The machine is shared: absolute figures are noisy, the ratios less so; every line carries
 the load average of the host before its runs.
 """
@@ -21,12 +29,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import os
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -74,8 +84,57 @@ def _cpu_s() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _replay_run(spec: ReplaySpec, path: Path, jobs: int) -> tuple[float, float]:
-    """(events/s, CPU µs per event of this process and the shards) of one replay."""
+def _schedstat(pid: int | str) -> tuple[float, float] | None:
+    """(seconds on a CPU, seconds runnable waiting for one) of a process's main thread."""
+    try:
+        on_cpu, waiting, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
+    except (OSError, ValueError):
+        return None
+    return int(on_cpu) / 1e9, int(waiting) / 1e9
+
+
+class _Where(threading.Thread):
+    """Samples the schedstat of this process's main thread and of every shard until stopped
+    (a shard's last sample is at most `every` old when it exits)."""
+
+    def __init__(self, every: float = 0.02) -> None:
+        super().__init__(daemon=True)
+        self.every = every
+        self.halt = threading.Event()
+        self.start_self = _schedstat(os.getpid())
+        self.shards: dict[int, tuple[float, float]] = {}
+        self.start()
+
+    def run(self) -> None:
+        while not self.halt.wait(self.every):
+            for proc in mp.active_children():
+                if proc.pid is not None and (got := _schedstat(proc.pid)) is not None:
+                    self.shards[proc.pid] = got
+
+    def stop(self, wall: float) -> dict[str, list[float]]:
+        """{process: [on CPU, waiting for a CPU, blocked]} as fractions of `wall`."""
+        self.halt.set()
+        self.join()
+        out: dict[str, list[float]] = {}
+        end, begin = _schedstat(os.getpid()), self.start_self
+        if end is not None and begin is not None:
+            out["parent"] = _fractions(end[0] - begin[0], end[1] - begin[1], wall)
+        for i, (cpu, wait) in enumerate(self.shards.values()):
+            out[f"shard{i}"] = _fractions(cpu, wait, wall)
+        return out
+
+
+def _fractions(cpu: float, wait: float, wall: float) -> list[float]:
+    blocked = max(0.0, 1 - (cpu + wait) / wall)
+    return [round(cpu / wall, 3), round(wait / wall, 3), round(blocked, 3)]
+
+
+def _replay_run(
+    spec: ReplaySpec, path: Path, jobs: int
+) -> tuple[float, float, dict[str, list[float]]]:
+    """(events/s, CPU µs per event of this process and the shards, where the time went) of
+    one replay."""
+    where = _Where() if jobs > 1 else None
     start, cpu = time.perf_counter(), _cpu_s()
     items = FileInput(str(path))
     outs, stats = replay_local(spec, items) if jobs == 1 else replay_sharded(spec, items, jobs)
@@ -83,7 +142,17 @@ def _replay_run(spec: ReplaySpec, path: Path, jobs: int) -> tuple[float, float]:
         for o in outs:
             sink.write(o.data)
     wall = time.perf_counter() - start
-    return stats.events / wall, (_cpu_s() - cpu) / stats.events * 1e6
+    spent = where.stop(wall) if where is not None else {}
+    return stats.events / wall, (_cpu_s() - cpu) / stats.events * 1e6, spent
+
+
+def _median_where(runs: list[dict[str, list[float]]]) -> dict[str, list[float]]:
+    """Per process, the median of each fraction over the runs."""
+    keys = sorted({k for r in runs for k in r})
+    return {
+        k: [round(statistics.median(r[k][j] for r in runs if k in r), 3) for j in range(3)]
+        for k in keys
+    }
 
 
 def _replay_rate(spec: ReplaySpec, path: Path, jobs: int) -> float:
@@ -158,11 +227,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--generate", nargs=2, type=int, metavar=("CALLS", "REPEATS"))
+    ap.add_argument("--only", choices=["scaling"], help="only the --jobs 1 / --jobs N pairs")
+    ap.add_argument("--runs", type=int, help="runs of each figure (default 3, --quick 2)")
     args = ap.parse_args()
     if args.generate:
         generate(*args.generate)
         return
     calls, runs = (20_000, 2) if args.quick else (100_000, 3)
+    runs = args.runs or runs
+    scaling_only = args.only == "scaling"
     spec = ReplaySpec(load_policy(POLICY), idle_ttl_ms=TTL_MS)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "p.jsonl"
@@ -175,25 +248,42 @@ def main() -> None:
         one, one_cpu, engine, cmp_s, cores = [], [], [], [], os.cpu_count() or 1
         scaled: dict[int, list[float]] = {n: [] for n in range(2, cores + 1)}
         scaled_cpu: dict[int, list[float]] = {n: [] for n in scaled}
+        scaled_where: dict[int, list[dict[str, list[float]]]] = {n: [] for n in scaled}
         for i in range(runs):
-            rate, cpu = _replay_run(spec, path, 1)
+            rate, cpu, _ = _replay_run(spec, path, 1)
             one.append(rate)
             one_cpu.append(cpu)
-            engine.append(_engine_rate(lines))
+            if not scaling_only:
+                engine.append(_engine_rate(lines))
             for n in scaled:
-                rate, cpu = _replay_run(spec, path, n)
+                rate, cpu, spent = _replay_run(spec, path, n)
                 scaled[n].append(rate)
                 scaled_cpu[n].append(cpu)
-            cmp_s.append(_compare_seconds(path))
-            print(f"# run {i}: replay {one[-1]:,.0f} ev/s, engine {engine[-1]:,.0f} ev/s, "
-                  f"compare {cmp_s[-1]:.2f} s", file=sys.stderr)  # fmt: skip
-        print(_figure("replay_events_per_s", one, engine, "engine alone (pre-decoded)",
-                      events=events, jobs=1))  # fmt: skip
+                scaled_where[n].append(spent)
+                print(f"# run {i}: --jobs {n} / {n} x --jobs 1 {rate / (n * one[-1]):.3f}, "
+                      f"load {os.getloadavg()[0]:.2f}, [cpu, wait for cpu, blocked] {spent}",
+                      file=sys.stderr)  # fmt: skip
+            if not scaling_only:
+                cmp_s.append(_compare_seconds(path))
+                print(f"# run {i}: replay {one[-1]:,.0f} ev/s, engine {engine[-1]:,.0f} ev/s, "
+                      f"compare {cmp_s[-1]:.2f} s", file=sys.stderr)  # fmt: skip
+        if not scaling_only:
+            print(_figure("replay_events_per_s", one, engine, "engine alone (pre-decoded)",
+                          events=events, jobs=1))  # fmt: skip
         for n, rates in scaled.items():
+            pairs = [r / (n * b) for r, b in zip(rates, one, strict=True)]
             print(_figure(f"replay_jobs_{n}_events_per_s", rates, [n * r for r in one],
-                          f"{n} x replay --jobs 1", events=events, jobs=n))  # fmt: skip
+                          f"{n} x replay --jobs 1", events=events, jobs=n,
+                          pair_ratios=[round(p, 3) for p in pairs],
+                          pair_ratio_median=round(statistics.median(pairs), 3)))  # fmt: skip
             print(_figure(f"replay_jobs_{n}_cpu_per_event_us", scaled_cpu[n], one_cpu,
                           "replay --jobs 1, CPU per event", events=events, jobs=n))  # fmt: skip
+            print(json.dumps({"load_avg_1m": LOAD[0], "figure": f"replay_jobs_{n}_where",
+                              "fractions": "[on a CPU, waiting for a CPU, blocked] of wall",
+                              "median": _median_where(scaled_where[n]),
+                              "runs": scaled_where[n]}))  # fmt: skip
+        if scaling_only:
+            return
         print(_figure("compare_seconds", cmp_s, [events / r for r in one],
                       "one replay --jobs 1 of the same file", events=events))  # fmt: skip
         small = [_max_rss(calls, 1, policy) for _ in range(2)]

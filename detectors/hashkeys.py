@@ -26,12 +26,18 @@ _DIGEST_BYTES = 32
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 # A looping run's verdicts name the same outcome at every call: its text is memoised (bounded,
 # emptied when full, as the engine's other caches; docs/performance.md "Our own per-event cost").
+# The same memo read the other way: `loopguard compare` hashes each outcome once for both
+# policies as text (detectors/process.py `hash_outcome`) and the engine takes its key back.
 _TEXT_ENTRIES: Final = 1024
 _TEXTS: dict[bytes, str] = {}
+_KEYS: dict[str, bytes] = {}
 
 
 def hash_key(text: str) -> HashKey:
     """The key of a hash's text (the text itself when it does not end in a 64-hex digest)."""
+    known = _KEYS.get(text)
+    if known is not None:
+        return known
     n = len(text)
     if n < _DIGEST_HEX or _HEX64.fullmatch(text, n - _DIGEST_HEX) is None:
         return text
@@ -51,5 +57,7 @@ def hash_text(key: HashKey) -> str:
             text = prefix.decode("utf-8", "surrogatepass") + text
         if len(_TEXTS) >= _TEXT_ENTRIES:
             _TEXTS.clear()
+            _KEYS.clear()
         _TEXTS[key] = text
+        _KEYS[text] = key
     return text

@@ -84,3 +84,15 @@ def test_the_result_key_is_the_key_of_the_result_hash(
 ) -> None:
     text = result_hash(tool, args, outcome)
     assert result_key(tool, args, outcome) == (None if text is None else hash_key(text))
+
+
+def test_a_text_made_from_a_key_gives_that_key_back_from_the_memo_and_after_it_empties() -> None:
+    from loopguard.detectors import hashkeys
+
+    keys = [b"read:" + i.to_bytes(32, "big") for i in range(hashkeys._TEXT_ENTRIES + 10)]
+    for key in keys:
+        text = hash_text(key)
+        assert hash_key(text) == key
+        assert hash_key(text + "\n") == text + "\n"  # not a key's text: computed, not memoised
+        assert len(hashkeys._KEYS) <= hashkeys._TEXT_ENTRIES
+    assert all(hash_key(hash_text(k)) == k for k in keys)

@@ -27,7 +27,9 @@ __all__ = [
     "ReplaySpec",
     "Sender",
     "child_start",
+    "guess_shard",
     "make_replayer",
+    "misguessed",
     "reader_main",
     "render_table",
     "rendered",
@@ -98,6 +100,41 @@ def route(obj: dict[str, Any], jobs: int) -> int:
     if type(run_id) is not str:
         return 0
     return zlib.crc32(run_id.encode("utf-8", "surrogatepass")) % jobs
+
+
+_RUN_ID = b'"run_id"'
+
+
+def guess_shard(raw: bytes, jobs: int) -> int:
+    """The shard a line's bytes name, without decoding it: the crc32 of the string after its
+    first `"run_id":` (`route`'s shard when that is the object's own run id, as it is in
+    every line that the runtime clients write), or -1 when there is none.
+
+    A guess: the line's first `"run_id"` may be a nested key, a repeated key, or not the
+    only spelling of the key (`"run\\u005fid"`). So the shard that the guess names checks
+    it against the decoded line (`misguessed`), which it decodes anyway to replay it."""
+    i = raw.find(_RUN_ID)
+    if i < 0:
+        return -1
+    i += 8
+    if raw.startswith(b':"', i):
+        i += 2
+    elif raw.startswith(b': "', i):
+        i += 3
+    else:
+        return -1
+    return zlib.crc32(raw[i : raw.find(b'"', i)]) % jobs
+
+
+def misguessed(obj: dict[str, Any], raw: bytes, jobs: int, guess: int, ttl: bool) -> bool:
+    """True when the other shards did not treat a line as one process would: its run is
+    another shard's (they skipped it), or it moves stream time (a `ts`) that its bytes do
+    not spell as `"ts"` (they did not decode it to read it). A line that does not decode, or
+    has no string run id, is refused by any shard alike, so where it went does not matter."""
+    run_id = obj.get("run_id")
+    if type(run_id) is str and zlib.crc32(run_id.encode("utf-8", "surrogatepass")) % jobs != guess:
+        return True
+    return ttl and obj.get("ts") is not None and raw.find(b'"ts"') < 0
 
 
 def shard_of(raw: bytes, jobs: int, max_bytes: int) -> tuple[int, int | None]:
@@ -181,35 +218,64 @@ def reader_main(
     jobs: int,
     outbox: Connection,
     parent_ends: tuple[Connection, ...],
+    exact: bool = False,
 ) -> None:
-    """A shard process that reads the file itself: every line decoded once, to route it and
-    to move stream time; its own lines replayed from that decoded object (`Replayer.feed_line`
-    with `obj`), the others' only read for their `ts`. One answer per round of `ROUND_LINES`
-    lines (the same rounds in every shard), with the file's bytes read so far."""
+    """A shard process that reads the file itself and replays its own lines. One answer per
+    round of `ROUND_LINES` lines (the same rounds in every shard), with the file's bytes
+    read so far.
+
+    A line goes to the shard its bytes name (`guess_shard`): that shard decodes it, checks
+    the guess and replays it from the decoded object; the others skip it, or only decode it
+    for its `ts` when its bytes contain `"ts"`. A wrong guess (`misguessed`) ends the round
+    with `("misguessed", line)` instead of an answer, and the parent replays the file again
+    in `exact` mode, where every shard decodes every line to route it (the rounds before
+    were right: a line changes nothing before itself). Lines without a guess are decoded
+    by every shard in both modes."""
     child_start(parent_ends)
     replayer = make_replayer(spec)
     feed, published, table = replayer.feed_line, replayer.outputs.decisions, spec.table
     advance = replayer.advance_time if replayer.idle_ttl_ms is not None else None
+    ttl = advance is not None
     max_bytes = spec.max_line_bytes
     source = FileInput(path)
     sender = Sender(outbox)
     out: list[tuple[int, bytes, Rejected | None]] = []
     count = 0
+    obj: dict[str, Any] | None
     try:
         for pos, raw in source:
-            obj: dict[str, Any] | None
-            try:
-                obj = decoded = decode_object(raw, max_bytes)
-            except InputRejected:
-                obj, to = None, 0  # decoded again by the driver of shard 0, to refuse it
-            else:
-                to = route(decoded, jobs)
+            to = -1 if exact else guess_shard(raw, jobs)
             if to == shard:
+                try:
+                    obj = decode_object(raw, max_bytes)
+                except InputRejected:
+                    obj = None  # refused by this shard's driver, as by one process
+                else:
+                    if misguessed(obj, raw, jobs, to, ttl):
+                        sender.put(("misguessed", pos))
+                        break
                 _answer(out, pos, feed(pos, raw, obj), table, published)
-            elif advance is not None and obj is not None:
-                ts = obj.get("ts")
-                if ts is not None:  # another shard's line: only its time counts here
-                    advance(ts)
+            elif to >= 0:
+                if advance is not None and raw.find(b'"ts"') >= 0:  # another's: only its time
+                    try:
+                        ts = decode_object(raw, max_bytes).get("ts")
+                    except InputRejected:
+                        ts = None
+                    if ts is not None:
+                        advance(ts)
+            else:
+                try:
+                    obj = decoded = decode_object(raw, max_bytes)
+                except InputRejected:
+                    obj, to = None, 0  # decoded again by the driver of shard 0, to refuse it
+                else:
+                    to = route(decoded, jobs)
+                if to == shard:
+                    _answer(out, pos, feed(pos, raw, obj), table, published)
+                elif advance is not None and obj is not None:
+                    ts = obj.get("ts")
+                    if ts is not None:  # another shard's line: only its time counts here
+                        advance(ts)
             count += 1
             if count >= ROUND_LINES:
                 sender.put(("out", source.done_bytes(), out))

@@ -65,23 +65,28 @@ def _decide(
 ) -> Verdict | None:
     """The configurable profile's decision order (docs/semantics.md §6), from the counts and
     the ping-pong walk when the caller has them already."""
-    verdict = unknown_tool.check(history, call, th)
-    if verdict is not None:
-        return verdict
+    # The first test of rules 1, 2, 5-6 and 7-8 is made here (each rule's module makes it
+    # again): most calls pass none, and a function call is a good part of what they cost.
+    if history and history[-1].unknown_tool_name:
+        verdict = unknown_tool.check(history, call, th)
+        if verdict is not None:
+            return verdict
     if counts is None:
         counts = repeat_counts(history, call.tool, call.args_hash)
     streak, latest, recent = counts
-    verdict = circuit_breaker.check(call, streak, latest, th)
-    if verdict is not None:
-        return verdict
+    if streak >= th.global_circuit_breaker_threshold:
+        return circuit_breaker.check(call, streak, latest, th)
     is_poll = known_poll.is_known_poll(call)
     if is_poll:
         verdict = known_poll.check(call, streak, latest, th)
         if verdict is not None:
             return verdict
-    verdict = ping_pong.check(history, call, th, alternation)
-    if verdict is not None or is_poll:
-        return verdict
+    if len(history) > 1 and history[-1].args_hash != call.args_hash:  # else no alternation
+        verdict = ping_pong.check(history, call, th, alternation)
+        if verdict is not None:
+            return verdict
+    if is_poll or (streak < th.critical_threshold and recent < th.warning_threshold):
+        return None  # rules 7-8 (generic_repeat) give nothing below both thresholds
     return generic_repeat.check(call, streak, latest, recent, th)
 
 

@@ -52,7 +52,8 @@ def record_outcome(
         SHARED[rkey] = rkey
     else:
         rkey = shared
-    unknown = outcome_unknown_tool_name(outcome)
+    # A returned result never names an unknown tool (only errors and edge hashes do).
+    unknown = None if outcome.kind == "result" else outcome_unknown_tool_name(outcome)
     history = state.history
     tool, ahash, tcid = call.tool, call.args_hash, call.tool_call_id
     for i in range(len(history) - 1, -1, -1):

@@ -4,12 +4,16 @@ Both paths yield `LineOutput`s in input order: the rendered decisions of one inp
 its rejection. With `jobs > 1` a run's events all go to one shard (the crc32 of its run id),
 in rounds of `ROUND_LINES` lines, and the caller's thread merges each round's results back
 in line order. A file is read by every shard itself (no line crosses a pipe: the parent only
-merges outputs), and each line is decoded once: to route it, and by its own shard to replay
-it from that object. Stdin and topics are read once, by a feeder thread that routes each
-line and sends each shard its lines. Stream time (for the idle TTL) is computed over all
-lines, by each reader or by the feeder, exactly as one process computes it, so `--jobs 4`
-output is byte-identical to `--jobs 1` (tests/property/test_replay_jobs.py,
-tests/unit/test_replay_shards.py).
+merges outputs). A shard routes each line by the run id its bytes name and takes its event
+time from its bytes too (shards.py `guess_shard`, `guess_time`); only the line's own shard
+decodes it, checks both guesses against the decoded line and replays it from that object.
+A wrong guess, which the runtime clients' lines never cause, replays the file again with
+every line decoded by every shard (`exact`). Stdin and topics are read once, by a feeder
+thread that decodes and routes each line and sends each shard its lines. Stream time (for
+the idle TTL) is computed over all lines, by each reader or by the feeder, exactly as one
+process computes it, so `--jobs 4` output is byte-identical to `--jobs 1`
+(tests/property/test_replay_jobs.py, tests/unit/test_replay_shards.py,
+tests/unit/test_replay_guess.py).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pickle
 import queue
+import re
 import signal
 import threading
 import zlib
@@ -28,6 +29,7 @@ __all__ = [
     "Sender",
     "child_start",
     "guess_shard",
+    "guess_time",
     "make_replayer",
     "misguessed",
     "reader_main",
@@ -126,15 +128,57 @@ def guess_shard(raw: bytes, jobs: int) -> int:
     return zlib.crc32(raw[i : raw.find(b'"', i)]) % jobs
 
 
-def misguessed(obj: dict[str, Any], raw: bytes, jobs: int, guess: int, ttl: bool) -> bool:
+_TS = b'"ts"'
+_INT = re.compile(rb"-?[0-9]+(?![0-9.eE])")  # an integer, not the head of a float
+
+
+def guess_time(raw: bytes) -> tuple[bool, int | None]:
+    """(True, the event time in epoch ms that the first `"ts":` of a line's bytes names, or
+    None without one), or (False, None) when the bytes do not make it plain (null, a float, a
+    string with an escape): then decode the line. A guess, like `guess_shard`: the `"ts"`
+    may be nested or repeated, or the line may not decode; its own shard checks it."""
+    i = raw.find(_TS)
+    if i < 0:
+        return True, None
+    i += 4
+    if raw.startswith(b": ", i):
+        i += 2
+    elif raw.startswith(b":", i):
+        i += 1
+    else:
+        return False, None
+    if raw.startswith(b'"', i):
+        end = raw.find(b'"', i + 1)
+        text = raw[i + 1 : end]
+        if end < 0 or b"\\" in text:
+            return False, None
+        try:
+            return True, event_time_ms(text.decode("utf-8"))
+        except UnicodeDecodeError:
+            return False, None
+    number = _INT.match(raw, i)
+    if number is None:
+        return False, None
+    return True, int(number.group())
+
+
+def misguessed(obj: dict[str, Any] | None, raw: bytes, jobs: int, guess: int, ttl: bool) -> bool:
     """True when the other shards did not treat a line as one process would: its run is
-    another shard's (they skipped it), or it moves stream time (a `ts`) that its bytes do
-    not spell as `"ts"` (they did not decode it to read it). A line that does not decode, or
-    has no string run id, is refused by any shard alike, so where it went does not matter."""
-    run_id = obj.get("run_id")
-    if type(run_id) is str and zlib.crc32(run_id.encode("utf-8", "surrogatepass")) % jobs != guess:
-        return True
-    return ttl and obj.get("ts") is not None and raw.find(b'"ts"') < 0
+    another shard's (they skipped it), or, with an idle TTL, the event time they took from
+    its bytes (`guess_time`) is not the one the decoded line moves stream time to (None for
+    a line that does not decode). `obj`: the line decoded, None if it does not decode. A
+    line without a string run id is refused by any shard alike: where it went is no matter."""
+    if obj is not None:
+        run_id = obj.get("run_id")
+        if (
+            type(run_id) is str
+            and zlib.crc32(run_id.encode("utf-8", "surrogatepass")) % jobs != guess
+        ):
+            return True
+    if not ttl:
+        return False
+    known, ms = guess_time(raw)
+    return known and ms != (None if obj is None else event_time_ms(obj.get("ts")))
 
 
 def shard_of(raw: bytes, jobs: int, max_bytes: int) -> tuple[int, int | None]:
@@ -225,12 +269,12 @@ def reader_main(
     read so far.
 
     A line goes to the shard its bytes name (`guess_shard`): that shard decodes it, checks
-    the guess and replays it from the decoded object; the others skip it, or only decode it
-    for its `ts` when its bytes contain `"ts"`. A wrong guess (`misguessed`) ends the round
-    with `("misguessed", line)` instead of an answer, and the parent replays the file again
-    in `exact` mode, where every shard decodes every line to route it (the rounds before
-    were right: a line changes nothing before itself). Lines without a guess are decoded
-    by every shard in both modes."""
+    the guess and replays it from the decoded object; the others only take its event time
+    from its bytes (`guess_time`; they decode it when the bytes do not make that plain). A
+    wrong guess of either (`misguessed`) ends the round with `("misguessed", line)` instead
+    of an answer, and the parent replays the file again in `exact` mode, where every shard
+    decodes every line to route it and read its time (the rounds before were right: a line
+    changes nothing before itself). Lines without a guess are decoded by every shard."""
     child_start(parent_ends)
     replayer = make_replayer(spec)
     feed, published, table = replayer.feed_line, replayer.outputs.decisions, spec.table
@@ -250,19 +294,20 @@ def reader_main(
                     obj = decode_object(raw, max_bytes)
                 except InputRejected:
                     obj = None  # refused by this shard's driver, as by one process
-                else:
-                    if misguessed(obj, raw, jobs, to, ttl):
-                        sender.put(("misguessed", pos))
-                        break
+                if misguessed(obj, raw, jobs, to, ttl):
+                    sender.put(("misguessed", pos))
+                    break
                 _answer(out, pos, feed(pos, raw, obj), table, published)
             elif to >= 0:
-                if advance is not None and raw.find(b'"ts"') >= 0:  # another's: only its time
-                    try:
-                        ts = decode_object(raw, max_bytes).get("ts")
-                    except InputRejected:
-                        ts = None
-                    if ts is not None:
-                        advance(ts)
+                if advance is not None:  # another shard's line: only its time counts here
+                    known, ms = guess_time(raw)
+                    if not known:
+                        try:
+                            ms = event_time_ms(decode_object(raw, max_bytes).get("ts"))
+                        except InputRejected:
+                            ms = None
+                    if ms is not None:
+                        advance(ms)
             else:
                 try:
                     obj = decoded = decode_object(raw, max_bytes)

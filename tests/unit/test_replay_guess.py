@@ -21,8 +21,9 @@ from loopguard.streams.audit.replay_jobs import (
     replay_local,
     replay_sharded,
 )
-from loopguard.streams.audit.shards import guess_shard, misguessed, route
+from loopguard.streams.audit.shards import guess_shard, guess_time, misguessed, route
 from loopguard.streams.client.run_events import RunEvents
+from loopguard.streams.processing.driver import event_time_ms
 
 POLICY = load_policy({"tools": {"loopDetection": {"enabled": True, "warningThreshold": 4}}})
 TTL_MS = 30 * 60_000
@@ -94,18 +95,42 @@ def test_a_line_whose_bytes_name_another_shard_is_replayed_as_by_one_process(
     assert stats == one_stats
 
 
-@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
-def test_a_ts_spelled_with_an_escape_moves_every_shards_stream_time(
-    tmp_path: Path, gz: bool
+def _time_lines(jump: int, early: int) -> dict[str, bytes]:
+    """Lines of a run whose bytes name another event time than one process reads from them:
+    `jump` (40 minutes ahead) or none, where the bytes name `early` or none."""
+    head = '"type":"compaction","event_id":"j","seq":1,"run_id":"rx"'
+    return {
+        # the time in a key that no "ts" in the bytes shows: the others would not move
+        "escaped": f'{{{head},"t\\u0073":{jump}}}'.encode(),
+        # the first "ts" of the bytes is a nested one, an earlier time
+        "nested": f'{{{head},"args":{{"ts":{early}}},"ts":{jump}}}'.encode(),
+        # a repeated key: JSON keeps the last one
+        "repeated": f'{{{head},"ts":{early},"ts":{jump}}}'.encode(),
+        # a line cut after its ts does not decode, so it moves no time in one process
+        "cut": f'{{{head},"ts":{jump},"tool":"re'.encode(),
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "gz"),
+    [("escaped", False), ("escaped", True), ("nested", False), ("repeated", False), ("cut", False)],
+)
+def test_a_line_whose_bytes_name_another_time_moves_stream_time_as_in_one_process(
+    tmp_path: Path, kind: str, gz: bool
 ) -> None:
-    # 40 minutes ahead, in a key that no "ts" in the bytes shows: in one process every run
-    # that goes on after it is idle past the TTL and starts fresh (the later lines' own ts
-    # stay behind it), so the shards that skip the line must know.
+    # In one process every run that goes on after the jump is idle past the TTL and starts
+    # fresh (the later lines' own ts stay behind it), and after a cut line nothing changes
+    # (it moves no time). The shards that take the time from the bytes must learn that the
+    # bytes named another time than one process reads.
     at = ROUND_LINES + 100
-    jump = 1_000 * at + 40 * 60_000
-    odd = f'{{"type":"compaction","event_id":"j","seq":1,"run_id":"rx","t\\u0073":{jump}}}'
-    lines = _fleet(ROUND_LINES + ROUND_LINES // 2, odd.encode(), at=at)  # later ts < jump
-    assert misguessed(orjson.loads(odd), odd.encode(), 2, guess_shard(odd.encode(), 2), True)
+    jump = 1_000 * (at // 2) + 40 * 60_000  # the fleet has two lines a second
+    odd = _time_lines(jump, 1_000 * (at // 2))[kind]  # early: the time of the lines about it
+    lines = _fleet(ROUND_LINES + ROUND_LINES // 2, odd, at=at)  # the later ts stay < jump
+    try:
+        obj = orjson.loads(odd)
+    except orjson.JSONDecodeError:
+        obj = None
+    assert misguessed(obj, odd, 2, guess_shard(odd, 2), True)
     one, one_stats = _outputs(lines, tmp_path, 1, gz)
     got, stats = _outputs(lines, tmp_path, 2, gz)
     assert got == one
@@ -137,4 +162,5 @@ def test_the_bytes_of_every_client_and_trace_line_name_its_shard(jobs: int) -> N
         obj = orjson.loads(line)
         guess = guess_shard(line, jobs)
         assert guess == route(obj, jobs)
+        assert guess_time(line) == (True, event_time_ms(obj.get("ts")))
         assert not misguessed(obj, line, jobs, guess, True)

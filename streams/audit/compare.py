@@ -182,7 +182,8 @@ def compare(
     report = CompareReport(thresholds=(current.effective(None), candidate.effective(None)))
     first, second = sides
     # Policy-independent work is done once: each line is decoded and validated (args hashed)
-    # once, and under the configurable profile its result is hashed once for both sides.
+    # once, and under the configurable profile the result of an event that goes to both
+    # sides is hashed once for both (an event of a shared run goes to one side as it is).
     tools = current.channel_tools
     shared_hash = current.semantics == candidate.semantics == CONFIGURABLE and (
         candidate.channel_tools == tools
@@ -192,13 +193,13 @@ def compare(
         ev = first.decode(pos, raw)
         if isinstance(ev, Rejected):
             continue
-        if shared_hash:
-            ev = hash_outcome(ev, tools)
         second.stream_ms = first.stream_ms  # same line, same stream time
         if shared is not None and shared.holds(ev):
             out = first.feed_event(ev, shared.verdict)  # the call decided once, not twice
             _account(report, ev, first, (out, out))
             continue
+        if shared_hash:
+            ev = hash_outcome(ev, tools)
         outs = (first.feed_event(ev), second.feed_event(ev))
         if shared is not None:
             shared.rejoin(ev)

@@ -20,11 +20,12 @@ from loopguard.detectors import (
     NO_VERDICT_YET,
     Decision,
     Event,
+    Thresholds,
     detect_pair,
     effective_agent,
     hash_outcome,
-    is_duplicate,
 )
+from loopguard.detectors.events import TOOL_EVENTS
 from loopguard.detectors.process import GivenVerdict
 from loopguard.streams.audit.replay import Rejected, Replayer
 
@@ -251,6 +252,7 @@ class _Shared:
         self.second = second
         self.forked: set[str] = set()
         self._kinds: dict[str | None, int] = {}
+        self._pairs: dict[str | None, tuple[Thresholds, Thresholds]] = {}  # by agent
         #: The current side's verdict on the call `holds` last kept shared, for its engine
         #: step; NO_VERDICT_YET when `holds` decided no call.
         self.verdict: GivenVerdict = NO_VERDICT_YET
@@ -264,9 +266,11 @@ class _Shared:
             return False
         run = self.first.live_run(ev.run_id)
         state = run.state
-        if is_duplicate(state, ev):
+        # is_duplicate and effective_agent written out: this runs for every event
+        mark = state.tool_seq if ev.type in TOOL_EVENTS else state.life_seq
+        if mark is not None and ev.seq <= mark:
             return True
-        agent = effective_agent(state, ev)
+        agent = state.agent_id if state.agent_id is not None else ev.agent_id
         kind = self._kinds.get(agent)
         if kind is None:
             kind = self._kinds[agent] = self._kind(agent)
@@ -276,8 +280,13 @@ class _Shared:
             call = ev.call
             if ev.type != "tool_call" or call is None:
                 return True
-            a, b = self.first.thresholds(agent), self.second.thresholds(agent)
-            verdict, candidate = detect_pair(state, call, a, b)
+            pair = self._pairs.get(agent)
+            if pair is None:
+                pair = self._pairs[agent] = (
+                    self.first.thresholds(agent),
+                    self.second.thresholds(agent),
+                )
+            verdict, candidate = detect_pair(state, call, *pair)
             if verdict == candidate:
                 self.verdict = verdict
                 return True

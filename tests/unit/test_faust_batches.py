@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka.structs import ConsumerRecord
+from faust.types import TP
 
-from loopguard.streams.worker.faust.batches import take_batches
+from loopguard.streams.worker.faust.batches import ack_all, take_batches
+from loopguard.streams.worker.faust.raw_schema import RawSchema
 from tests.unit.faust_rig import TP0, Rig, build_rig, records, turns
 
 
@@ -111,3 +114,57 @@ async def test_the_batches_end_when_faust_ends_the_agents_stream() -> None:
     queue._throw(StopAsyncIteration())
     with pytest.raises(StopAsyncIteration):  # the generator's end, not a RuntimeError
         await waiting
+
+
+# ack_all against Faust's own Event.ack, on the same messages: the consumer's bookkeeping after
+# acking a batch must be the same, whatever the messages' states.
+
+OTHER = TP("unit.not-acking", 0)  # a topic without acks (the conductor does not track it)
+
+
+def _batch(rig: Rig) -> list[Any]:
+    """Events in every state an ack can meet: the rig's consumer has committed offset 5."""
+    consumer = rig.consumer
+    consumer._committed_offset[TP0] = 5
+    make = RawSchema().event_maker(rig.wiring.app)
+    plain = [ConsumerRecord(TP0.topic, 0, o, 0, 0, b"k", b"v", None, 1, 1, []) for o in
+             (3, 4, 5, 6, 6, 7, 8, 9)]  # fmt: skip
+    other = ConsumerRecord(OTHER.topic, 0, 1, 0, 0, b"k", b"v", None, 1, 1, [])
+    messages = [consumer._to_message(TP0, r) for r in plain] + [consumer._to_message(OTHER, other)]
+    for m in messages:
+        m.incref(1)  # the conductor's reference for the agent's channel
+        consumer.track_message(m)
+    messages[5].incref(1)  # offset 7 is held by a second stream too: not acked yet
+    messages[6].acked = True  # offset 8 was acked already
+    return [make(m) for m in messages]
+
+
+def _bookkeeping(rig: Rig, events: list[Any]) -> tuple[Any, ...]:
+    consumer = rig.consumer
+    return (
+        {tp: list(v) for tp, v in consumer._acked.items()},
+        {tp: set(v) for tp, v in consumer._acked_index.items()},
+        consumer._n_acked,
+        sorted((m.tp, m.offset) for m in consumer._unacked_messages),
+        [(e.message.acked, e.message.refcount) for e in events],
+        consumer._waiting_for_ack.done(),
+    )
+
+
+async def test_ack_all_leaves_the_bookkeeping_event_ack_leaves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcomes = []
+    for how in ("Event.ack", "ack_all"):
+        async with build_rig(tmp_path / how, monkeypatch) as rig:
+            events = _batch(rig)
+            rig.consumer._waiting_for_ack = asyncio.get_running_loop().create_future()
+            if how == "Event.ack":
+                for event in events:
+                    event.ack()
+            else:
+                ack_all(rig.consumer, events)
+            outcomes.append(_bookkeeping(rig, events))
+    faust_s, ours = outcomes
+    assert ours == faust_s
+    assert ours[2] == 3  # offsets 5, 6 and 9: the rest below the commit, held, acked or repeated

@@ -11,7 +11,11 @@ did per event that the rest of Faust relies on:
   stop wait on with `wait_empty`, and the acked-offset bookkeeping that commits read);
 - the event's ack after the agent body returned for its batch (as `take_events`), so an
   offset is committable only once its batch was processed (the checkpoint before each commit
-  then writes its state, streams/worker/agent.py).
+  then writes its state, streams/worker/agent.py). `ack_all` acks the whole batch in one
+  pass: `Event.ack` is five calls and three takes of Faust's ack lock per event
+  (`Message.ack`, `decref`, `Consumer.ack`), ~2 µs on workload P; the bookkeeping it leaves
+  (acked offsets per partition, the unacked set, the count commit-every reads, the waiter a
+  graceful stop waits on) is the same, event for event (tests/unit/test_faust_batches.py).
 
 A batch holds what is queued when the agent asks, up to `max_events`: it never waits for a
 timer to fill, so a `want_verdict` call's verdict leaves with the batch it arrived in.
@@ -22,7 +26,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-__all__ = ["take_batches"]
+from faust.types.tuples import ConsumerMessage, ack_lock
+from mode.utils.futures import notify
+
+__all__ = ["ack_all", "take_batches"]
 
 
 async def take_batches(stream: Any, max_events: int) -> AsyncIterator[list[Any]]:
@@ -30,7 +37,8 @@ async def take_batches(stream: Any, max_events: int) -> AsyncIterator[list[Any]]
     channel = aiter(stream.channel)  # subscribes the agent's channel to the conductor
     queue = channel.queue
     get_nowait = queue.get_nowait
-    track = stream.app.consumer.track_message
+    consumer = stream.app.consumer
+    track = consumer.track_message
     while True:
         try:
             events = [await queue.get()]
@@ -47,5 +55,38 @@ async def take_batches(stream: Any, max_events: int) -> AsyncIterator[list[Any]]
         try:
             yield events
         finally:
-            for event in events:
-                event.ack()
+            ack_all(consumer, events)
+
+
+def ack_all(consumer: Any, events: list[Any]) -> None:
+    """Ack each event of a batch as `Event.ack` acks it (the module docstring), in one pass."""
+    acks_enabled_for = consumer.app.topics.acks_enabled_for
+    committed_of = consumer._committed_offset
+    index_of, acked_of = consumer._acked_index, consumer._acked
+    unacked = consumer._unacked_messages
+    counted = 0
+    tracked = False
+    with ack_lock:  # as `Message.ack`: test-and-set and bookkeeping in one step
+        for event in events:
+            message = event.message
+            if type(message) is not ConsumerMessage:
+                message.ack(consumer)  # another kind of message: its own final ack
+                continue
+            if message.acked or message.decref():
+                continue  # acked already, or still held by another stream
+            message.acked = True
+            if not acks_enabled_for(message.topic):
+                continue
+            tracked = True
+            tp, offset = message.tp, message.offset
+            committed = committed_of[tp]
+            if committed is None or offset >= committed:
+                index = index_of[tp]
+                if offset not in index:
+                    unacked.discard(message)
+                    index.add(offset)
+                    acked_of[tp].append(offset)
+                    counted += 1
+        consumer._n_acked += counted
+        if tracked:
+            notify(consumer._waiting_for_ack)

@@ -7,10 +7,17 @@ tool argument.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+import threading
+from bisect import bisect_left
+from collections.abc import Iterator
 
-__all__ = ["CONTENT_TYPE_LATEST", "EVENT_TYPES", "Metrics"]
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+__all__ = ["CONTENT_TYPE_LATEST", "EVENT_TYPES", "Metrics", "PerEventHistogram"]
 
 EVENT_TYPES = ("tool_call", "tool_result", "compaction", "run_end")
 
@@ -33,6 +40,44 @@ _PROCESSING_BUCKETS = (
     2.5,
     5.0,
 )
+
+
+class PerEventHistogram(Collector):
+    """A histogram of per-event processing time, observed a whole batch at a time.
+
+    A batch of n events adds n observations of its mean time per event, as n calls of
+    prometheus-client's `Histogram.observe` would (~0.6 µs each, about 1 % of the worker's
+    time on workload P), with one bucket increment: the exposition is the same but for the
+    `_created` sample, which a collector of its own does not have.
+    """
+
+    def __init__(self, name: str, documentation: str, bounds: tuple[float, ...]) -> None:
+        self._name, self._documentation = name, documentation
+        self._bounds = bounds
+        self._counts = [0] * (len(bounds) + 1)  # the last is +Inf's own
+        self._sum = 0.0
+        self._lock = threading.Lock()  # a scrape may read from another thread
+
+    def observe(self, seconds: float, events: int) -> None:
+        """Add `events` observations of `seconds / events` each."""
+        if events <= 0:
+            return
+        i = bisect_left(self._bounds, seconds / events)  # first bound >= the value: its bucket
+        with self._lock:
+            self._counts[i] += events
+            self._sum += seconds
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        """The histogram's family: cumulative buckets, count and sum."""
+        with self._lock:
+            counts, total_seconds = list(self._counts), self._sum
+        buckets, running = [], 0
+        for bound, n in zip((*self._bounds, float("inf")), counts, strict=True):
+            running += n
+            buckets.append((floatToGoString(bound), float(running)))  # type: ignore[no-untyped-call]  # as Histogram labels its buckets
+        yield HistogramMetricFamily(
+            self._name, self._documentation, buckets=buckets, sum_value=total_seconds
+        )
 
 
 class Metrics:
@@ -72,12 +117,12 @@ class Metrics:
             "Runs of loopguard_runs_active whose live state is in memory (the others: table).",
             registry=r,
         )
-        self.processing_seconds = Histogram(
+        self.processing_seconds = PerEventHistogram(
             "loopguard_processing_seconds",
             "Processing time per input event (batch time divided by its size).",
-            buckets=_PROCESSING_BUCKETS,
-            registry=r,
+            _PROCESSING_BUCKETS,
         )
+        r.register(self.processing_seconds)
         self._events_by_type = {t: self.events.labels(type=t) for t in EVENT_TYPES}
         self._detections: dict[tuple[str, str], Counter] = {}
         self._commands: dict[str, Counter] = {}
@@ -114,12 +159,7 @@ class Metrics:
 
     def observe_batch(self, seconds: float, events: int) -> None:
         """Record a batch's time as `events` observations of its per-event mean."""
-        if events <= 0:
-            return
-        per_event = seconds / events
-        observe = self.processing_seconds.observe  # ~0.6 µs each: cheap enough per event
-        for _ in range(events):
-            observe(per_event)
+        self.processing_seconds.observe(seconds, events)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of this registry."""

@@ -4,16 +4,12 @@ Both paths yield `LineOutput`s in input order: the rendered decisions of one inp
 its rejection. With `jobs > 1` a run's events all go to one shard (the crc32 of its run id),
 in rounds of `ROUND_LINES` lines, and the caller's thread merges each round's results back
 in line order. A file is read by every shard itself (no line crosses a pipe: the parent only
-merges outputs). A shard routes each line by the run id its bytes name and takes its event
-time from its bytes too (shards.py `guess_shard`, `guess_time`); only the line's own shard
-decodes it, checks both guesses against the decoded line and replays it from that object.
-A wrong guess, which the runtime clients' lines never cause, replays the file again with
-every line decoded by every shard (`exact`). Stdin and topics are read once, by a feeder
-thread that decodes and routes each line and sends each shard its lines. Stream time (for
-the idle TTL) is computed over all lines, by each reader or by the feeder, exactly as one
-process computes it, so `--jobs 4` output is byte-identical to `--jobs 1`
-(tests/property/test_replay_jobs.py, tests/unit/test_replay_shards.py,
-tests/unit/test_replay_guess.py).
+merges outputs), and each line is decoded once: to route it, and by its own shard to replay
+it from that object. Stdin and topics are read once, by a feeder thread that routes each
+line and sends each shard its lines. Stream time (for the idle TTL) is computed over all
+lines, by each reader or by the feeder, exactly as one process computes it, so `--jobs 4`
+output is byte-identical to `--jobs 1` (tests/property/test_replay_jobs.py,
+tests/unit/test_replay_shards.py).
 """
 
 from __future__ import annotations
@@ -134,29 +130,14 @@ def replay_sharded(
     return _merged(spec, items, jobs, stats), stats
 
 
-class _Misguessed(Exception):
-    """A shard found a line routed by a wrong guess (shards.misguessed) in round `rounds`."""
-
-    def __init__(self, rounds: int) -> None:
-        super().__init__(rounds)
-        self.rounds = rounds
-
-
 def _merge(
-    outboxes: list[Connection],
-    stats: ReplayStats,
-    on_round: Callable[[int], None],
-    skip_rounds: int = 0,
+    outboxes: list[Connection], stats: ReplayStats, on_round: Callable[[int], None]
 ) -> Iterator[LineOutput]:
-    """Each round's outputs of every shard, merged in input order, until all sent their stats
-    (added to `stats` once all have); `on_round` gets the bytes of the file that shard 0 had
-    read at the end of the round. The first `skip_rounds` rounds were yielded before, by
-    shards that guessed a line's shard wrong in the round after them: not again."""
+    """Each round's outputs of every shard, merged in input order, until all sent their stats;
+    `on_round` gets the bytes of the file that shard 0 had read at the end of the round."""
     jobs = len(outboxes)
     done = [False] * jobs
-    shard_stats: list[ReplayStats] = []
     read = 0
-    rounds = 0
     while not all(done):
         round_out: list[tuple[int, bytes, Rejected | None]] = []
         for i, outbox in enumerate(outboxes):
@@ -168,21 +149,14 @@ def _merge(
                 if i == 0 and msg[1] is not None:
                     read = msg[1]
             elif msg[0] == "stats":
-                shard_stats.append(msg[1])
+                stats.add(msg[1])
                 done[i] = True
-            elif msg[0] == "misguessed":
-                raise _Misguessed(rounds)
             else:
                 raise InputError(msg[1])
-        rounds += 1
-        if rounds <= skip_rounds:
-            continue
         round_out.sort(key=itemgetter(0))  # each shard's part is sorted: a cheap merge
         for pos, data, rejected in round_out:
             yield LineOutput(pos, data, rejected)
         on_round(read)
-    for part in shard_stats:
-        stats.add(part)
 
 
 def _stop(procs: list[Any], conns: Iterable[Connection]) -> None:
@@ -206,30 +180,22 @@ def _merged_readers(
     spec: ReplaySpec, source: FileInput, jobs: int, stats: ReplayStats
 ) -> Iterator[LineOutput]:
     """Shards that read the file themselves; this process only merges (the progress bar
-    follows the bytes shard 0 has read). When a shard finds that the bytes of a line named
-    the wrong shard, the file is replayed again with every line decoded to route it (exact),
-    and the rounds already yielded are not yielded again."""
+    follows the bytes shard 0 has read)."""
     ctx = _context()
-    exact, skip_rounds = False, 0
-    while True:
-        procs: list[Any] = []
-        outboxes: list[Connection] = []
-        for shard in range(jobs):
-            out_r, out_w = ctx.Pipe(duplex=False)
-            args = (spec, source.path, shard, jobs, out_w, (*outboxes, out_r), exact)
-            proc = ctx.Process(target=reader_main, args=args, daemon=True)
-            proc.start()
-            out_w.close()
-            procs.append(proc)
-            outboxes.append(out_r)
-        try:
-            yield from _merge(outboxes, stats, source.follow, skip_rounds)
-        except _Misguessed as again:
-            exact, skip_rounds = True, again.rounds
-        else:
-            return
-        finally:
-            _stop(procs, outboxes)
+    procs: list[Any] = []
+    outboxes: list[Connection] = []
+    for shard in range(jobs):
+        out_r, out_w = ctx.Pipe(duplex=False)
+        args = (spec, source.path, shard, jobs, out_w, (*outboxes, out_r))
+        proc = ctx.Process(target=reader_main, args=args, daemon=True)
+        proc.start()
+        out_w.close()
+        procs.append(proc)
+        outboxes.append(out_r)
+    try:
+        yield from _merge(outboxes, stats, source.follow)
+    finally:
+        _stop(procs, outboxes)
 
 
 def _merged(

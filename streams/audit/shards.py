@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pickle
 import queue
-import re
 import signal
 import threading
 import zlib
@@ -28,10 +27,7 @@ __all__ = [
     "ReplaySpec",
     "Sender",
     "child_start",
-    "guess_shard",
-    "guess_time",
     "make_replayer",
-    "misguessed",
     "reader_main",
     "render_table",
     "rendered",
@@ -102,83 +98,6 @@ def route(obj: dict[str, Any], jobs: int) -> int:
     if type(run_id) is not str:
         return 0
     return zlib.crc32(run_id.encode("utf-8", "surrogatepass")) % jobs
-
-
-_RUN_ID = b'"run_id"'
-
-
-def guess_shard(raw: bytes, jobs: int) -> int:
-    """The shard a line's bytes name, without decoding it: the crc32 of the string after its
-    first `"run_id":` (`route`'s shard when that is the object's own run id, as it is in
-    every line that the runtime clients write), or -1 when there is none.
-
-    A guess: the line's first `"run_id"` may be a nested key, a repeated key, or not the
-    only spelling of the key (`"run\\u005fid"`). So the shard that the guess names checks
-    it against the decoded line (`misguessed`), which it decodes anyway to replay it."""
-    i = raw.find(_RUN_ID)
-    if i < 0:
-        return -1
-    i += 8
-    if raw.startswith(b':"', i):
-        i += 2
-    elif raw.startswith(b': "', i):
-        i += 3
-    else:
-        return -1
-    return zlib.crc32(raw[i : raw.find(b'"', i)]) % jobs
-
-
-_TS = b'"ts"'
-_INT = re.compile(rb"-?[0-9]+(?![0-9.eE])")  # an integer, not the head of a float
-
-
-def guess_time(raw: bytes) -> tuple[bool, int | None]:
-    """(True, the event time in epoch ms that the first `"ts":` of a line's bytes names, or
-    None without one), or (False, None) when the bytes do not make it plain (null, a float, a
-    string with an escape): then decode the line. A guess, like `guess_shard`: the `"ts"`
-    may be nested or repeated, or the line may not decode; its own shard checks it."""
-    i = raw.find(_TS)
-    if i < 0:
-        return True, None
-    i += 4
-    if raw.startswith(b": ", i):
-        i += 2
-    elif raw.startswith(b":", i):
-        i += 1
-    else:
-        return False, None
-    if raw.startswith(b'"', i):
-        end = raw.find(b'"', i + 1)
-        text = raw[i + 1 : end]
-        if end < 0 or b"\\" in text:
-            return False, None
-        try:
-            return True, event_time_ms(text.decode("utf-8"))
-        except UnicodeDecodeError:
-            return False, None
-    number = _INT.match(raw, i)
-    if number is None:
-        return False, None
-    return True, int(number.group())
-
-
-def misguessed(obj: dict[str, Any] | None, raw: bytes, jobs: int, guess: int, ttl: bool) -> bool:
-    """True when the other shards did not treat a line as one process would: its run is
-    another shard's (they skipped it), or, with an idle TTL, the event time they took from
-    its bytes (`guess_time`) is not the one the decoded line moves stream time to (None for
-    a line that does not decode). `obj`: the line decoded, None if it does not decode. A
-    line without a string run id is refused by any shard alike: where it went is no matter."""
-    if obj is not None:
-        run_id = obj.get("run_id")
-        if (
-            type(run_id) is str
-            and zlib.crc32(run_id.encode("utf-8", "surrogatepass")) % jobs != guess
-        ):
-            return True
-    if not ttl:
-        return False
-    known, ms = guess_time(raw)
-    return known and ms != (None if obj is None else event_time_ms(obj.get("ts")))
 
 
 def shard_of(raw: bytes, jobs: int, max_bytes: int) -> tuple[int, int | None]:
@@ -262,65 +181,35 @@ def reader_main(
     jobs: int,
     outbox: Connection,
     parent_ends: tuple[Connection, ...],
-    exact: bool = False,
 ) -> None:
-    """A shard process that reads the file itself and replays its own lines. One answer per
-    round of `ROUND_LINES` lines (the same rounds in every shard), with the file's bytes
-    read so far.
-
-    A line goes to the shard its bytes name (`guess_shard`): that shard decodes it, checks
-    the guess and replays it from the decoded object; the others only take its event time
-    from its bytes (`guess_time`; they decode it when the bytes do not make that plain). A
-    wrong guess of either (`misguessed`) ends the round with `("misguessed", line)` instead
-    of an answer, and the parent replays the file again in `exact` mode, where every shard
-    decodes every line to route it and read its time (the rounds before were right: a line
-    changes nothing before itself). Lines without a guess are decoded by every shard."""
+    """A shard process that reads the file itself: every line decoded once, to route it and
+    to move stream time; its own lines replayed from that decoded object (`Replayer.feed_line`
+    with `obj`), the others' only read for their `ts`. One answer per round of `ROUND_LINES`
+    lines (the same rounds in every shard), with the file's bytes read so far."""
     child_start(parent_ends)
     replayer = make_replayer(spec)
     feed, published, table = replayer.feed_line, replayer.outputs.decisions, spec.table
     advance = replayer.advance_time if replayer.idle_ttl_ms is not None else None
-    ttl = advance is not None
     max_bytes = spec.max_line_bytes
     source = FileInput(path)
     sender = Sender(outbox)
     out: list[tuple[int, bytes, Rejected | None]] = []
     count = 0
-    obj: dict[str, Any] | None
     try:
         for pos, raw in source:
-            to = -1 if exact else guess_shard(raw, jobs)
-            if to == shard:
-                try:
-                    obj = decode_object(raw, max_bytes)
-                except InputRejected:
-                    obj = None  # refused by this shard's driver, as by one process
-                if misguessed(obj, raw, jobs, to, ttl):
-                    sender.put(("misguessed", pos))
-                    break
-                _answer(out, pos, feed(pos, raw, obj), table, published)
-            elif to >= 0:
-                if advance is not None:  # another shard's line: only its time counts here
-                    known, ms = guess_time(raw)
-                    if not known:
-                        try:
-                            ms = event_time_ms(decode_object(raw, max_bytes).get("ts"))
-                        except InputRejected:
-                            ms = None
-                    if ms is not None:
-                        advance(ms)
+            obj: dict[str, Any] | None
+            try:
+                obj = decoded = decode_object(raw, max_bytes)
+            except InputRejected:
+                obj, to = None, 0  # decoded again by the driver of shard 0, to refuse it
             else:
-                try:
-                    obj = decoded = decode_object(raw, max_bytes)
-                except InputRejected:
-                    obj, to = None, 0  # decoded again by the driver of shard 0, to refuse it
-                else:
-                    to = route(decoded, jobs)
-                if to == shard:
-                    _answer(out, pos, feed(pos, raw, obj), table, published)
-                elif advance is not None and obj is not None:
-                    ts = obj.get("ts")
-                    if ts is not None:  # another shard's line: only its time counts here
-                        advance(ts)
+                to = route(decoded, jobs)
+            if to == shard:
+                _answer(out, pos, feed(pos, raw, obj), table, published)
+            elif advance is not None and obj is not None:
+                ts = obj.get("ts")
+                if ts is not None:  # another shard's line: only its time counts here
+                    advance(ts)
             count += 1
             if count >= ROUND_LINES:
                 sender.put(("out", source.done_bytes(), out))

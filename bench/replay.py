@@ -13,7 +13,7 @@ Figures, one JSON line each, every one with its same-run baseline:
 - replay_jobs_N_cpu_per_event_us: the CPU time (this process and the shards) per event of
   `--jobs N`, baseline the same of `--jobs 1`: what sharding costs in work, which is what
   bounds the scaling on N idle cores (wall-clock scaling needs the cores to be idle).
-- replay_jobs_N_where: where each process of `--jobs N` spent the run's wall-clock time, from
+- replay_jobs_N_where (N = 1 too): where each process spent the run's wall-clock time, from
   Linux's /proc/<pid>/schedstat (per main thread: on a CPU, runnable but waiting for one
   (the host's other load), and neither: blocked on a pipe, a queue or the disk); the median
   of the runs, as fractions of the wall time. A shard that waits for a CPU is held back by
@@ -134,7 +134,7 @@ def _replay_run(
 ) -> tuple[float, float, dict[str, list[float]]]:
     """(events/s, CPU µs per event of this process and the shards, where the time went) of
     one replay."""
-    where = _Where() if jobs > 1 else None
+    where = _Where()
     start, cpu = time.perf_counter(), _cpu_s()
     items = FileInput(str(path))
     outs, stats = replay_local(spec, items) if jobs == 1 else replay_sharded(spec, items, jobs)
@@ -142,7 +142,7 @@ def _replay_run(
         for o in outs:
             sink.write(o.data)
     wall = time.perf_counter() - start
-    spent = where.stop(wall) if where is not None else {}
+    spent = where.stop(wall)
     return stats.events / wall, (_cpu_s() - cpu) / stats.events * 1e6, spent
 
 
@@ -249,10 +249,12 @@ def main() -> None:
         scaled: dict[int, list[float]] = {n: [] for n in range(2, cores + 1)}
         scaled_cpu: dict[int, list[float]] = {n: [] for n in scaled}
         scaled_where: dict[int, list[dict[str, list[float]]]] = {n: [] for n in scaled}
+        one_where: list[dict[str, list[float]]] = []
         for i in range(runs):
-            rate, cpu, _ = _replay_run(spec, path, 1)
+            rate, cpu, spent = _replay_run(spec, path, 1)
             one.append(rate)
             one_cpu.append(cpu)
+            one_where.append(spent)
             if not scaling_only:
                 engine.append(_engine_rate(lines))
             for n in scaled:
@@ -270,6 +272,9 @@ def main() -> None:
         if not scaling_only:
             print(_figure("replay_events_per_s", one, engine, "engine alone (pre-decoded)",
                           events=events, jobs=1))  # fmt: skip
+        print(json.dumps({"load_avg_1m": LOAD[0], "figure": "replay_jobs_1_where",
+                          "fractions": "[on a CPU, waiting for a CPU, blocked] of wall",
+                          "median": _median_where(one_where)}))  # fmt: skip
         for n, rates in scaled.items():
             pairs = [r / (n * b) for r, b in zip(rates, one, strict=True)]
             print(_figure(f"replay_jobs_{n}_events_per_s", rates, [n * r for r in one],

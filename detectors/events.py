@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from loopguard.detectors.errors import InvalidEvent
-from loopguard.detectors.values import JSON, UNDEFINED, Outcome, ToolCall
+from loopguard.detectors.values import JSON, Outcome, ToolCall
 
 EventType = Literal["tool_call", "tool_result", "compaction", "run_end"]
 EVENT_TYPES: tuple[EventType, ...] = ("tool_call", "tool_result", "compaction", "run_end")
@@ -113,9 +113,5 @@ def _parse_outcome(obj: Mapping[str, object]) -> Outcome:
     if "error" in obj:
         return Outcome.error(obj["error"])  # type: ignore[arg-type]  # decoded JSON
     if "result" in obj:
-        # Outcome.result written out (its frame is a part of every result's cost).
-        value = obj["result"]
-        if value is UNDEFINED:
-            return Outcome("pending")
-        return Outcome("result", value)  # type: ignore[arg-type]  # decoded JSON
+        return Outcome.result(obj["result"])  # type: ignore[arg-type]  # decoded JSON
     return Outcome.pending()

@@ -157,7 +157,7 @@ def outcome_text(result: JSON | _Undefined) -> str:
             text = item.get("text")
             if isinstance(text, str) and isinstance(item.get("type"), str):
                 texts.append(text)
-    return "\n".join(texts).strip(_JS_WHITESPACE)  # js_trim, inline: once per result
+    return js_trim("\n".join(texts))
 
 
 def unknown_tool_name(error_text: str) -> str | None:
@@ -322,9 +322,7 @@ def result_key(
         action = args.get("action")
         if isinstance(action, str) and action in ("poll", "log"):
             return _raw(_poll_outcome(action, details, text))
-    if (tool == "message" or tool == "sessions_send" or tool in channel_tools) and _is_send(
-        tool, args, channel_tools
-    ):
+    if _is_send(tool, args, channel_tools):
         return _raw(_strip_send_ids(details))
     # Rule 8 written out: the hottest path, and the keys are already in order. The text is a
     # str, which orjson writes as canonical JSON does unless it holds a lone surrogate; the

@@ -24,8 +24,8 @@ from loopguard.detectors import (
     detect_pair,
     effective_agent,
     hash_outcome,
+    is_duplicate,
 )
-from loopguard.detectors.events import TOOL_EVENTS
 from loopguard.detectors.process import GivenVerdict
 from loopguard.streams.audit.replay import Rejected, Replayer
 
@@ -266,11 +266,9 @@ class _Shared:
             return False
         run = self.first.live_run(ev.run_id)
         state = run.state
-        # is_duplicate and effective_agent written out: this runs for every event
-        mark = state.tool_seq if ev.type in TOOL_EVENTS else state.life_seq
-        if mark is not None and ev.seq <= mark:
+        if is_duplicate(state, ev):
             return True
-        agent = state.agent_id if state.agent_id is not None else ev.agent_id
+        agent = effective_agent(state, ev)
         kind = self._kinds.get(agent)
         if kind is None:
             kind = self._kinds[agent] = self._kind(agent)

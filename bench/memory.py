@@ -121,7 +121,7 @@ def state_size(records: list[tuple[bytes, bytes]]) -> float:
 def _probe(web: str, trim: bool = False) -> dict[str, Any]:
     """A probe worker's /memprobe breakdown."""
     url = web + "/memprobe" + ("?trim=1" if trim else "")
-    with urllib.request.urlopen(url, timeout=60) as resp:
+    with urllib.request.urlopen(url, timeout=600) as resp:
         return json.loads(resp.read())
 
 
@@ -173,7 +173,7 @@ async def one_worker(
     web = f"http://127.0.0.1:{port}"
     out: dict[str, Any] = {}
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + (180 if options.tracemalloc else 30)  # tracing is slow
         while True:  # up and serving /metrics, then a few seconds to join its group
             try:
                 await asyncio.to_thread(_events_done, web)
@@ -209,6 +209,11 @@ async def one_worker(
         out["settled"] = rss_bytes(proc.pid)
         if options.probe:
             out["probe_after"] = await asyncio.to_thread(_probe, web, True)
+        if options.linger:  # later still: the RSS and Faust's acked offsets of a quiet worker
+            await asyncio.sleep(options.linger)
+            out["late"] = rss_bytes(proc.pid)
+            if options.probe:
+                out["probe_late"] = await asyncio.to_thread(_probe, web)
     finally:
         stop_process(proc, timeout=60)
         log.close()
@@ -267,6 +272,23 @@ def breakdown(n: int, results: list[dict[str, Any]]) -> dict[str, Any]:
         parts["malloc_trim_ms_mean"] = round(
             statistics.median(1000 * t["seconds"] / max(1, t["count"]) for t in trims), 2
         )
+    if "acks" in results[0]["probe_after"]:  # Faust's acked, uncommitted offsets at the end
+        parts["acked_pending"] = round(
+            statistics.median(after(r, "acks", "pending") for r in results)
+        )
+        parts["acked_index_bytes_per_run"] = per_run(lambda r: after(r, "acks", "index_bytes"))
+        parts["acked_list_bytes_per_run"] = per_run(lambda r: after(r, "acks", "list_bytes"))
+        # [held, lowest, highest, committed] of the first worker, per input partition
+        parts["acked_by_partition"] = results[0]["probe_after"]["acks"].get("by_partition")
+    if "late" in results[0]:
+        parts["rss_growth_late"] = per_run(lambda r: r["late"] - r["before"])
+        if "probe_late" in results[0]:
+            late = [r["probe_late"] for r in results]
+            parts["late_acked_pending"] = round(
+                statistics.median(p["acks"]["pending"] for p in late)
+            )
+            parts["late_checkpoints"] = round(statistics.median(p["checkpoints"] for p in late))
+            parts["late_acked_by_partition"] = late[0]["acks"].get("by_partition")
     if "checkpoints" in results[0]["probe_after"]:
         parts["checkpoints"] = round(statistics.median(after(r, "checkpoints") for r in results))
         parts["table_writes_per_run"] = per_run(lambda r: after(r, "table_writes"), 2)
@@ -291,7 +313,18 @@ def breakdown(n: int, results: list[dict[str, Any]]) -> dict[str, Any]:
         parts["tracemalloc_growth"] = round(top[0]["total_growth"] / n)
         parts["tracemalloc_top"] = [
             {"site": t["site"], "bytes_per_run": round(t["bytes"] / n), "count": t["count"]}
-            for t in top[1:16]
+            | ({"stack": t["stack"]} if "stack" in t else {})
+            for t in top[1:21]
+        ]
+    census = results[0]["probe_after"].get("census") or []
+    if census:
+        parts["census_top"] = [
+            {
+                "type": c["type"],
+                "per_run": round(c["count"] / n, 2),
+                "bytes_per_run": round(c["bytes"] / n),
+            }
+            for c in census
         ]
     return {
         "workload": "memory",
@@ -330,6 +363,8 @@ async def main() -> None:
     )  # fmt: skip
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra environment for the worker")  # fmt: skip
+    ap.add_argument("--linger", type=float, default=0, metavar="S",
+                    help="read the RSS (and probe) again S seconds after the end")  # fmt: skip
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL:KEY=VALUE ...",
                     help="also measure workers with this environment (space-separated), "
                     "interleaved with the base workers; each gets a ratio to the base",
@@ -351,13 +386,19 @@ async def main() -> None:
     by_variant: dict[str, dict[int, list[dict[str, Any]]]] = {
         label: {n: [] for n in counts} for label, _ in variants
     }
+    failed = False
     try:
         with EmbeddedBroker(log_dir=workdir) as broker:
             for i in range(workers):  # interleaved, so drift hits every N and variant alike
                 for n in counts:
                     for v, (label, extra) in enumerate(variants):
                         tag = f"{n}-{i}" + (f"-v{v}" if v else "")
-                        r = await one_worker(broker, tag, records[n], workdir, args, extra)
+                        try:
+                            r = await one_worker(broker, tag, records[n], workdir, args, extra)
+                        except RuntimeError as exc:  # a crashed worker: its log is kept
+                            print(f"# {n:,} runs, worker {i} ({label}): {exc}", file=sys.stderr)
+                            failed = True
+                            continue
                         print(f"# {n:,} runs, worker {i} ({label}): {r['growth'] / n:,.0f} B per"
                               f" active run (RSS {r['before'] / 2**20:.1f} ->"
                               f" {r['after'] / 2**20:.1f} MiB)", file=sys.stderr)  # fmt: skip
@@ -365,7 +406,8 @@ async def main() -> None:
     except BaseException:
         print(f"# kept {workdir} (worker logs)", file=sys.stderr)
         raise
-    shutil.rmtree(workdir, ignore_errors=True)
+    if not failed:
+        shutil.rmtree(workdir, ignore_errors=True)
     report(args, per_run, counts, records, by_variant["base"])
     for label, extra in variants[1:]:
         compare(label, extra, counts, by_variant["base"], by_variant[label])
@@ -416,6 +458,16 @@ def compare(
                 "settled_ratio_to_base": round(settled / base_settled, 3),
             }
         )
+        if all("late" in r for r in results[n] + base[n]):  # --linger
+            late = statistics.median((r["late"] - r["before"]) / n for r in results[n])
+            base_late = statistics.median((r["late"] - r["before"]) / n for r in base[n])
+            points[-1].update(
+                late_median=round(late),
+                late_runs=[round((r["late"] - r["before"]) / n) for r in results[n]],
+                base_late_median=round(base_late),
+                base_late_runs=[round((r["late"] - r["before"]) / n) for r in base[n]],
+                late_ratio_to_base=round(late / base_late, 3),
+            )
     line: dict[str, Any] = {
         "workload": "memory",
         "figure": "rss_bytes_per_active_run_variant",

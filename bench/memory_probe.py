@@ -9,7 +9,9 @@ Runs exactly `loopguard worker` (same environment, same code), plus one web page
     rocksdb             per partition DB: memtable bytes and entries, block cache, readers
     cache               RunDriver's live runs: and their deep size (sys.getsizeof walk)
     table               Faust's key index / memory store sizes
-    tracemalloc         top allocation sites, when started with PYTHONTRACEMALLOC=N
+    tracemalloc         top allocation sites, when started with PYTHONTRACEMALLOC=N (by line,
+                        or by whole traceback with MEMPROBE_TRACE_GROUP=traceback)
+    census              gc-tracked object types that grew most (MEMPROBE_CENSUS=1)
 
 `GET /memprobe?trim=1` first runs gc.collect() and malloc_trim(0) and reports both RSS figures
 (what glibc was holding as free). Nothing in streams/ is changed; the probe wraps
@@ -216,14 +218,62 @@ def tracemalloc_top(probe: dict[str, Any], limit: int = 25) -> list[dict[str, An
     snap = tracemalloc.take_snapshot()
     snap = snap.filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
     base = probe.setdefault("tracemalloc_base", snap)
-    stats = snap.compare_to(base, "lineno")
+    group = os.environ.get("MEMPROBE_TRACE_GROUP", "lineno")  # or "traceback"
+    stats = snap.compare_to(base, "traceback" if group == "traceback" else "lineno")
+    stats.sort(key=lambda s: -s.size_diff)
     out: list[dict[str, Any]] = [{"total_growth": sum(s.size_diff for s in stats)}]
     for s in stats[:limit]:
-        frame = s.traceback[0]
-        where = frame.filename.replace(str(REPO) + "/", "")
-        where = re.sub(r".*/site-packages/", "", where)
-        out.append({"site": f"{where}:{frame.lineno}", "bytes": s.size_diff, "count": s.count_diff})
+        frames = [_where(f) for f in reversed(s.traceback)]  # innermost first
+        out.append({"site": frames[0], "bytes": s.size_diff, "count": s.count_diff})
+        if group == "traceback":
+            out[-1]["stack"] = frames[:8]
     return out
+
+
+def _where(frame: tracemalloc.Frame) -> str:
+    where = frame.filename.replace(str(REPO) + "/", "")
+    return f"{re.sub(r'.*/site-packages/', '', where)}:{frame.lineno}"
+
+
+def type_census(probe: dict[str, Any], limit: int = 20) -> list[dict[str, Any]]:
+    """The object types (those the cyclic collector tracks) whose counts grew most since the
+    first /memprobe call, with their shallow sizes (MEMPROBE_CENSUS=1)."""
+    if os.environ.get("MEMPROBE_CENSUS") != "1":
+        return []
+    counts: dict[str, list[int]] = {}
+    for obj in gc.get_objects():
+        name = type(obj).__qualname__
+        slot = counts.setdefault(name, [0, 0])
+        slot[0] += 1
+        slot[1] += sys.getsizeof(obj)
+    base = probe.setdefault("census_base", counts)
+    grown = [
+        (n, c - base.get(n, [0, 0])[0], b - base.get(n, [0, 0])[1]) for n, (c, b) in counts.items()
+    ]
+    grown.sort(key=lambda g: -g[2])
+    return [{"type": n, "count": c, "bytes": b} for n, c, b in grown[:limit]]
+
+
+def acked_offsets(consumer: Any) -> dict[str, int]:
+    """Faust's acked-but-uncommitted offsets (`Consumer._acked` lists, `_acked_index` sets):
+    how many are held and what their containers take (a set's table never shrinks)."""
+    lists = list(getattr(consumer, "_acked", {}).values())
+    sets = list(getattr(consumer, "_acked_index", {}).values())
+    return {
+        "pending": sum(len(x) for x in lists),
+        "index_len": sum(len(x) for x in sets),
+        "index_bytes": sum(sys.getsizeof(x) for x in sets),
+        "list_bytes": sum(sys.getsizeof(x) for x in lists),
+        "by_partition": {
+            f"{tp.topic}:{tp.partition}": [
+                len(acked),
+                min(acked, default=None),
+                max(acked, default=None),
+                getattr(consumer, "_committed_offset", {}).get(tp),
+            ]
+            for tp, acked in getattr(consumer, "_acked", {}).items()
+        },
+    }
 
 
 def report(probe: dict[str, Any], trim: bool) -> dict[str, Any]:
@@ -245,11 +295,13 @@ def report(probe: dict[str, Any], trim: bool) -> dict[str, Any]:
         if isinstance(trimmer, HeapTrimmer):
             out["trims"] = {"count": trimmer.trims, "seconds": trimmer.seconds}
     out["table_writes"] = probe["table_writes"]
+    out["acks"] = acked_offsets(wiring.app.consumer)
     out["smaps"] = smaps()
     out["malloc"] = malloc_info()
     out["pymalloc"] = pymalloc_info()
     out["gc_objects"] = len(gc.get_objects())
     out["tracemalloc"] = tracemalloc_top(probe)
+    out["census"] = type_census(probe)
     if trim:
         gc.collect()
         _libc.malloc_trim(0)

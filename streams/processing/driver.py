@@ -31,8 +31,9 @@ from loopguard.detectors import (
     parse_event,
 )
 from loopguard.detectors.process import GivenVerdict
+from loopguard.detectors.state import SavedState
 from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.processing.partition import LiveRun, PartitionRuns, TakenRun
+from loopguard.streams.processing.partition import LiveRun, PartitionRuns
 from loopguard.streams.processing.stored import decode_stored, encode_stored
 from loopguard.streams.wire.codec import InputRejected, decode_object, encode, run_key
 from loopguard.streams.wire.deadletter import Origin, dead_letter
@@ -114,6 +115,17 @@ def event_time_ms(ts: object) -> int | None:
 def _ms(timestamp_s: float | None) -> int | None:
     """A record timestamp (seconds) as integer milliseconds."""
     return None if timestamp_s is None else int(timestamp_s * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class TakenRun:
+    """A changed run as a checkpoint took it: its cached object, its state's values then."""
+
+    partition: int
+    key: bytes
+    run: LiveRun
+    saved: SavedState
+    stamp_ms: int | None
 
 
 class RunDriver:
@@ -227,12 +239,6 @@ class RunDriver:
             run = self._live(runs, partition, key, now)  # a miss, or idle past the TTL
         state = run.state
         saved = state.save()
-        taken = run.taken
-        if taken is not None:  # a checkpoint took this run and has not written it yet
-            if taken.state is state:
-                taken.keep(saved)
-            else:  # reset (idle past the TTL) since: the taken state object is left as it was
-                run.taken = None
         # effective_agent and the thresholds cache, inlined: this is the worker's hot path
         agent = state.agent_id if state.agent_id is not None else ev.agent_id
         th = self._thresholds.get(agent) or self.thresholds(agent)
@@ -241,8 +247,6 @@ class RunDriver:
         except Exception as exc:  # the dead-letter policy: an engine bug costs one event
             log.exception("engine failed on run %s event %s", ev.run_id, ev.event_id)
             state.restore(saved)
-            if taken is not None and taken.saved is saved:  # the state holds those lists again
-                taken.saved = state.save()
             self._reject(msg, "engine_error", f"{type(exc).__name__}: {exc}", ev.run_id)
             return None
         if applied.is_duplicate:
@@ -268,14 +272,12 @@ class RunDriver:
         self.evict_idle()
 
     def take_dirty(self) -> list[TakenRun]:
-        """Each changed run as it is now, no longer dirty: the worker's checkpoint writes them
-        with `write_taken` while batches go on (its agent). Nothing is copied here: a run's
-        next event keeps its taken values first (`TakenRun`), reusing the copy it makes anyway."""
+        """Each changed run as it is now (its state copied, ~1 µs), no longer dirty: the
+        worker's checkpoint writes them with `write_taken` while batches go on (its agent)."""
         taken: list[TakenRun] = []
         for partition, runs in self._partitions.items():
             for key, run in runs.dirty.items():
-                run.taken = t = TakenRun(partition, key, run, run.state, run.stamp_ms)
-                taken.append(t)
+                taken.append(TakenRun(partition, key, run, run.state.save(), run.stamp_ms))
                 run.is_dirty = False
             runs.dirty.clear()
         return taken
@@ -285,20 +287,14 @@ class RunDriver:
         partition forgotten or the run swept): the store must not get it back."""
         if self._cached(taken) is None:
             return
-        saved = taken.saved
-        if saved is None:  # no event since the take: the state is as taken
-            state = taken.state
-            taken.release()
-        else:
-            state = RunState()
-            state.restore(saved)
+        state = RunState()
+        state.restore(taken.saved)
         self._store.put(taken.partition, taken.key, encode_stored(state, taken.stamp_ms))
 
     def untake(self, taken: Iterable[TakenRun]) -> None:
         """Mark taken runs dirty again, those still cached: a checkpoint that did not write
         them (cancelled, or its outputs failed) leaves them to the next one."""
         for t in taken:
-            t.release()
             runs = self._cached(t)
             if runs is not None:
                 runs.mark_dirty(t.key, t.run)

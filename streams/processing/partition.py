@@ -6,49 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from loopguard.detectors import RunState
-from loopguard.detectors.state import SavedState
 
-__all__ = ["LiveRun", "PartitionRuns", "TakenRun"]
+__all__ = ["LiveRun", "PartitionRuns"]
 
 
 @dataclass(slots=True)
 class LiveRun:
     """A cached run: its live state, its last event's stream time (`stamp_ms`, None without
-    record times); `is_dirty` until the next checkpoint takes it, and `taken` from then until
-    that checkpoint writes it or the run's next event (which keeps the taken values first)."""
+    record times); `is_dirty` until the next checkpoint writes it."""
 
     state: RunState
     stamp_ms: int | None = None
     is_dirty: bool = False
-    taken: TakenRun | None = None
-
-
-@dataclass(slots=True)
-class TakenRun:
-    """A changed run as a checkpoint took it: its cached object and the state as it was then.
-
-    The state is copied lazily: `state` is the run's state object, unchanged until the run's
-    next event, which first hands the values it saves anyway (`RunState.save`, before every
-    event) to `saved`. A run written before its next event is never copied; a checkpoint of
-    thousands of runs held a copy of each (~0.5 KB) until it wrote it (docs/performance.md,
-    "Memory", session 9)."""
-
-    partition: int
-    key: bytes
-    run: LiveRun
-    state: RunState
-    stamp_ms: int | None
-    saved: SavedState | None = None
-
-    def keep(self, saved: SavedState) -> None:
-        """The run is about to change: keep the values taken (`saved` is `state`'s, now)."""
-        self.saved = saved
-        self.run.taken = None
-
-    def release(self) -> None:
-        """Written, or given back: the run's next event need not keep anything for it."""
-        if self.run.taken is self:
-            self.run.taken = None
 
 
 @dataclass(slots=True)

@@ -288,6 +288,20 @@ def breakdown(n: int, results: list[dict[str, Any]]) -> dict[str, Any]:
                 statistics.median(p["acks"]["pending"] for p in late)
             )
             parts["late_checkpoints"] = round(statistics.median(p["checkpoints"] for p in late))
+            parts["late_acked_index_bytes_per_run"] = per_run(
+                lambda r: r["probe_late"]["acks"]["index_bytes"]
+            )
+            parts["late_pymalloc_arenas"] = per_run(
+                lambda r: (
+                    r["probe_late"]["pymalloc"]["arenas_bytes"]
+                    - r["probe_before"]["pymalloc"]["arenas_bytes"]
+                )
+            )
+            parts["late_malloc_mmapped"] = per_run(
+                lambda r: (
+                    r["probe_late"]["malloc"]["mmapped"] - r["probe_before"]["malloc"]["mmapped"]
+                )
+            )
             parts["late_acked_by_partition"] = late[0]["acks"].get("by_partition")
     if "checkpoints" in results[0]["probe_after"]:
         parts["checkpoints"] = round(statistics.median(after(r, "checkpoints") for r in results))

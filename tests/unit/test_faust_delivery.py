@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import TopicPartition
+from faust.types import TP
 
 from loopguard.streams.worker.faust.delivery import Deliveries
 from loopguard.streams.worker.faust.drain import start_eagerly
@@ -102,6 +104,24 @@ async def test_a_queue_under_pressure_stops_fetching_its_partition_with_one_call
     assert len(queue._pending_pressure_drop_callbacks) == 1
     _drain(queue)  # the agent takes everything: the drop callback resumes the partition
     assert TP0 not in rig.consumer._buffered_partitions
+
+
+async def test_pressure_callbacks_name_the_partition_as_fausts_tp_whatever_the_fetch_key(
+    rig: Rig,
+) -> None:
+    # aiokafka's fetch keys its records by its own `TopicPartition`, which equals Faust's `TP`
+    # but is not one; Faust's consumer asserts that its active partitions are all `TP`s, and a
+    # partition re-added under aiokafka's type crashed the worker there (the chaos suite).
+    consumer, queue = rig.consumer, rig.wiring.inputs.queue
+    fetch_key = TopicPartition(TP0.topic, TP0.partition)
+    consumer._get_active_partitions().add(TP0)
+    deliveries = Deliveries(rig.wiring.app)
+    for message in _messages(rig, b"v", range(queue.pressure_high_size + 5)):
+        assert deliveries.of(fetch_key)(message)
+    assert [type(tp) for tp in consumer._buffered_partitions] == [TP]
+    _drain(queue)  # the drop callback puts the partition back among the active ones
+    active = consumer._get_active_partitions()  # raised AssertionError with the fetch key
+    assert TP0 in active and all(type(tp) is TP for tp in active)
 
 
 async def test_the_drain_loop_delivers_without_the_conductors_callback(

@@ -75,6 +75,11 @@ class Deliveries:
         pair = self._pressure.get(tp)
         if pair is None:
             consumer, on_full = self._app.consumer, self._app.sensors.on_topic_buffer_full
+            # The drain loop's `tp` is aiokafka's fetch key, a `TopicPartition`: equal to
+            # Faust's `TP`, but not one. Faust's consumer keeps its active partitions as `TP`s
+            # (it asserts so at every fetch), and `on_buffer_drop` adds back the one it is
+            # given, so the callbacks name it as the conductor's do: as a `TP`.
+            tp = TP(tp.topic, tp.partition)
 
             def on_pressure_high() -> None:
                 on_full(tp)

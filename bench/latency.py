@@ -4,6 +4,7 @@
     python bench/latency.py --quick    # 2 s warm-up + 2 x 5 s per side
     python bench/latency.py --fetch-max-wait-ms 0,5,20,100   # sweep the worker's setting
     python bench/latency.py --broker kafka                   # on Apache Kafka
+    python bench/latency.py --worker-env LOOPGUARD_FAUST_CONSUMER_THREAD=true  # a setting
 
 Starts the broker (`--broker`: embedded Tansu, or Apache Kafka) on 127.0.0.1, a worker
 (subprocess, LOOPGUARD_FETCH_MAX_WAIT_MS as given) and, as the same-run baseline, a plain
@@ -261,6 +262,7 @@ async def _one_side(
             LOOPGUARD_LOG_LEVEL="warning", **worker_env(broker),
         )  # fmt: skip
         if side == "worker":
+            env.update(item.split("=", 1) for item in args.worker_env)
             cmd = [sys.executable, "-m", "loopguard.streams.main", "worker"]
             source, answers = names[0], names[2]
         else:
@@ -330,6 +332,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="measured windows per side")
     ap.add_argument("--seconds", type=float, default=60.0, help="length of a measured window")
     ap.add_argument("--fetch-max-wait-ms", default="5", help="worker and relay; comma list")
+    ap.add_argument(
+        "--worker-env", action="append", default=[], metavar="NAME=VALUE",
+        help="extra environment for the worker only (repeatable), e.g. a setting to compare",
+    )  # fmt: skip
     ap.add_argument("--echo-relay", nargs=4, metavar=("BOOTSTRAP", "IN", "OUT", "WAIT_MS"))
     add_broker_argument(ap)
     args = ap.parse_args()

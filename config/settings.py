@@ -136,6 +136,7 @@ class Settings(KafkaSecuritySettings):
     # Consumer timings (Tansu joins a group in about half the session timeout).
     fetch_max_wait_ms: int = Field(default=100, ge=0, le=60_000)
     faust_fast_path: bool = True  # off: Faust's own drain loop (docs/performance.md)
+    faust_consumer_thread: bool = False  # on: Faust's consumer thread, not the worker's loop
     session_timeout_ms: int = Field(default=6_000, ge=1_000, le=300_000)
     heartbeat_ms: int = Field(default=1_000, ge=100, le=60_000)
     rebalance_timeout_ms: int = Field(default=6_000, ge=1_000, le=600_000)

@@ -82,6 +82,7 @@ def build_app(settings: Settings, metrics: Metrics) -> Wiring:
     )
     app.fetch_max_wait_ms = settings.fetch_max_wait_ms
     app.faust_fast_path = settings.faust_fast_path
+    app.faust_consumer_thread = settings.faust_consumer_thread
     # The end-offset probe (streams/kafka/end_offsets.py) is for Tansu, which under-reports
     # and has no TLS/SASL; its consumer carries no credentials, so a secured worker skips it.
     is_plaintext = settings.security_protocol == "PLAINTEXT"

@@ -42,8 +42,11 @@ def unit_wiring(tmp_path: Path, app_id: str) -> Wiring:
 
 
 def close_unstarted(consumer: Any) -> None:
-    """Close the event loop the (never started) consumer thread made."""
-    consumer._thread.thread_loop.close()
+    """Close the event loop a (never started) consumer thread made; the in-loop consumer
+    service (streams/worker/faust/loop_consumer.py, the default) made none."""
+    thread = consumer._thread
+    if thread._close_thread_loop_on_stop:
+        thread.thread_loop.close()
 
 
 def records(tag: bytes, offsets: range | list[int]) -> Fetch:

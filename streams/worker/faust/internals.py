@@ -3,6 +3,10 @@ Faust) name the worker touches is here, with why and the upstream issue where th
 faust-streaming is pinned to the minor release these are proven on (pyproject.toml), and
 tests/unit/test_layers.py fails if another module reaches for a private Faust name.
 
+- Consumer thread: Faust's aiokafka driver runs the AIOKafkaConsumer in a thread of its own
+  and every fetch is a call across threads; `_InLoopConsumerThread` runs the same service in
+  the worker's loop (loop_consumer.py; `LOOPGUARD_FAUST_CONSUMER_THREAD=true` brings the
+  thread back).
 - Consumer fetch wait: Faust builds the worker's AIOKafkaConsumer with `fetch_max_wait_ms`
   hard-coded to 1500 (faust/transport/drivers/aiokafka.py; no setting, no upstream issue
   found). Tansu holds every fetch for about half of it: ~400 ms on each verdict.
@@ -61,6 +65,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from loopguard.streams.kafka.end_offsets import probe_end_offsets
 from loopguard.streams.worker.faust.delivery import buffer_over_limit
 from loopguard.streams.worker.faust.drain import drain_messages
+from loopguard.streams.worker.faust.loop_consumer import InLoop
 
 __all__ = [
     "CommitHook",
@@ -168,6 +173,10 @@ class _TunedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         return await probe_end_offsets(app.bootstrap_servers, reported)
 
 
+class _InLoopConsumerThread(InLoop, _TunedConsumerThread):
+    """The tuned consumer thread run in the worker's event loop (loop_consumer.py)."""
+
+
 class _TunedConsumer(faust_aiokafka.Consumer):
     """Faust's aiokafka consumer: tuned thread, pre-commit hook, seek and gap fixes, fast path."""
 
@@ -200,7 +209,10 @@ class _TunedConsumer(faust_aiokafka.Consumer):
             raise
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
-        return _TunedConsumerThread(self, loop=self.loop, beacon=self.beacon)
+        app = self.app
+        in_loop = not isinstance(app, LoopGuardApp) or not app.faust_consumer_thread
+        thread_class = _InLoopConsumerThread if in_loop else _TunedConsumerThread
+        return thread_class(self, loop=self.loop, beacon=self.beacon)
 
     async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
         """Run the app's `before_commit` hooks, then commit (every commit path ends here).
@@ -338,6 +350,7 @@ class LoopGuardApp(faust.App):
 
     fetch_max_wait_ms: int = 1500
     faust_fast_path: bool = True  # streams/worker/faust/drain.py instead of Faust's drain loop
+    faust_consumer_thread: bool = False  # Faust's consumer thread, not loop_consumer.py
     bootstrap_servers: tuple[str, ...] = ()  # for probing true end offsets (end_offsets.py)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -35,6 +35,7 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from loopguard.config.settings import Settings
 from loopguard.streams.embedded import KafkaBroker
 from loopguard.streams.embedded.kafka_security import ADMIN, WORKER, create_acls, loopguard_acls
 from loopguard.streams.embedded.tansu import EmbeddedBroker
@@ -138,6 +139,24 @@ class TopicSet:
             dead_letter=f"{tag}.dead-letter",
             group_id=f"{prefix}g{tag}",
         )
+
+
+def app_settings(
+    broker: SessionBroker, topics: TopicSet, data_dir: Path, **overrides: object
+) -> Settings:
+    """A worker's settings for one test's topics on this broker (`worker_settings`), plus
+    `overrides`: for tests that build the worker's Faust app in-process."""
+    values = {**worker_settings(broker), **overrides}
+    return Settings(
+        broker=broker.url,
+        topic_tool_calls=topics.tool_calls,
+        topic_compactions=topics.compactions,
+        topic_control=topics.control,
+        topic_dead_letter=topics.dead_letter,
+        app_id=topics.group_id,
+        data_dir=data_dir,
+        **values,  # type: ignore[arg-type]  # LOOPGUARD_* values, validated by Settings
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,26 +15,12 @@ from typing import Any
 import pytest
 from aiokafka.errors import ProducerClosed
 
-from loopguard.config.settings import Settings
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.processing.outbox import BatchOutbox
 from loopguard.streams.worker.app import build_app
 from loopguard.streams.worker.faust.internals import decisions_producer
 
-from .conftest import KafkaIO, SessionBroker, TopicSet, worker_settings
-
-
-def _settings(broker: SessionBroker, topics: TopicSet, tmp_path: Path) -> Settings:
-    return Settings(
-        broker=broker.url,
-        topic_tool_calls=topics.tool_calls,
-        topic_compactions=topics.compactions,
-        topic_control=topics.control,
-        topic_dead_letter=topics.dead_letter,
-        app_id=topics.group_id,
-        data_dir=tmp_path,
-        **worker_settings(broker),  # type: ignore[arg-type]  # the broker's LOOPGUARD_* values
-    )
+from .conftest import KafkaIO, SessionBroker, TopicSet, app_settings
 
 
 def _hold_requests(producer: Any) -> asyncio.Event:
@@ -54,7 +40,7 @@ def _hold_requests(producer: Any) -> asyncio.Event:
 async def test_a_decision_arrives_while_fausts_producer_sends_nothing(
     broker: SessionBroker, topics: TopicSet, kafka: KafkaIO, tmp_path: Path
 ) -> None:
-    app = build_app(_settings(broker, topics, tmp_path), Metrics()).app
+    app = build_app(app_settings(broker, topics, tmp_path), Metrics()).app
     await app.producer.start()
     gate = asyncio.Event()
     own = decisions_producer(app)

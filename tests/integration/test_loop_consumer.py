@@ -15,11 +15,10 @@ from typing import Any
 from aiokafka import TopicPartition
 from mode.threads import WorkerThread
 
-from loopguard.config.settings import Settings
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.worker.app import build_app
 
-from .conftest import KafkaIO, SessionBroker, TopicSet, worker_settings
+from .conftest import KafkaIO, SessionBroker, TopicSet, app_settings
 
 
 def _service_threads() -> list[threading.Thread]:
@@ -32,16 +31,7 @@ def _consumer_service(
     broker: SessionBroker, topics: TopicSet, tmp_path: Path, **overrides: Any
 ) -> Any:
     """The worker app's Faust consumer's delegate (its "consumer thread"), not started."""
-    settings = Settings(
-        broker=broker.url,
-        topic_tool_calls=topics.tool_calls,
-        topic_compactions=topics.compactions,
-        topic_control=topics.control,
-        topic_dead_letter=topics.dead_letter,
-        app_id=topics.group_id,
-        data_dir=tmp_path,
-        **{**worker_settings(broker), **overrides},  # type: ignore[arg-type]
-    )
+    settings = app_settings(broker, topics, tmp_path, **overrides)
     return build_app(settings, Metrics()).app.consumer._thread
 
 

@@ -84,7 +84,7 @@ class InLoop:
         # method queue and the aiokafka consumer (on_thread_stop), then the children.
         await self.on_thread_stop()
         await self._default_stop_children()
-        self._shutdown.set()
+        self.set_shutdown()
 
     async def _stop_futures(self) -> None:
         await self._default_stop_futures()

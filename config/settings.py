@@ -135,6 +135,9 @@ class Settings(KafkaSecuritySettings):
 
     # Consumer timings (Tansu joins a group in about half the session timeout).
     fetch_max_wait_ms: int = Field(default=100, ge=0, le=60_000)
+    # How long unread fetched records of one partition hold back fetches of the others on
+    # the same broker (aiokafka's 100 ms; streams/worker/faust/internals.py says why 0).
+    fetch_prefetch_backoff_ms: int = Field(default=0, ge=0, le=60_000)
     faust_fast_path: bool = True  # off: Faust's own drain loop (docs/performance.md)
     faust_consumer_thread: bool = False  # on: Faust's consumer thread, not the worker's loop
     session_timeout_ms: int = Field(default=6_000, ge=1_000, le=300_000)

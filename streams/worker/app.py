@@ -81,6 +81,7 @@ def build_app(settings: Settings, metrics: Metrics) -> Wiring:
         stream_buffer_maxsize=max(4096, 2 * settings.batch_max_events),
     )
     app.fetch_max_wait_ms = settings.fetch_max_wait_ms
+    app.fetch_prefetch_backoff_ms = settings.fetch_prefetch_backoff_ms
     app.faust_fast_path = settings.faust_fast_path
     app.faust_consumer_thread = settings.faust_consumer_thread
     # The end-offset probe (streams/kafka/end_offsets.py) is for Tansu, which under-reports

@@ -65,6 +65,8 @@ async def test_the_consumer_runs_in_the_callers_loop_and_stops_with_the_service(
             if len(values) >= 2:
                 break
         assert values == [b"one", b"two"]
+        # The worker's prefetch backoff, not aiokafka's 100 ms (internals.py says why).
+        assert aiokafka_consumer._fetcher._prefetch_backoff == 0
     finally:
         await service.stop()
     assert aiokafka_consumer._closed
@@ -74,11 +76,14 @@ async def test_the_consumer_runs_in_the_callers_loop_and_stops_with_the_service(
 async def test_faust_consumer_thread_setting_brings_the_thread_back(
     broker: SessionBroker, topics: TopicSet, tmp_path: Path
 ) -> None:
-    service = _consumer_service(broker, topics, tmp_path, faust_consumer_thread=True)
+    service = _consumer_service(
+        broker, topics, tmp_path, faust_consumer_thread=True, fetch_prefetch_backoff_ms=25
+    )
     await service.start()
     try:
         assert len(_service_threads()) == 1
         assert service.thread_loop is not asyncio.get_running_loop()
         assert await service.call_thread(threading.get_ident) != threading.get_ident()
+        assert service._ensure_consumer()._fetcher._prefetch_backoff == 0.025
     finally:
         await service.stop()

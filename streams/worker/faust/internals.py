@@ -10,6 +10,14 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
 - Consumer fetch wait: Faust builds the worker's AIOKafkaConsumer with `fetch_max_wait_ms`
   hard-coded to 1500 (faust/transport/drivers/aiokafka.py; no setting, no upstream issue
   found). Tansu holds every fetch for about half of it: ~400 ms on each verdict.
+- Consumer prefetch backoff: aiokafka's Fetcher sends no fetch to a broker while records it
+  fetched for any partition led by that broker are unread, for up to `_prefetch_backoff`
+  (100 ms, not an AIOKafkaConsumer argument). Faust pauses a table's changelog partitions
+  after recovery only in its own books and never reads them, so each checkpoint's changelog
+  records, fetched back, held every tool-call fetch for 100 ms: the p99 of workload L
+  (docs/performance.md, "Session 10: the prefetch backoff"). The worker sets it after the
+  consumer starts (`fetch_prefetch_backoff_ms`, default 0): a partition with unread records is
+  still not fetched again, the others are.
 - Table recovery end offsets: Tansu under-reports the end of batched partitions, so Faust's
   recovery stopped early (streams/kafka/end_offsets.py probes past it).
 - Seek with the flow stopped: faust-streaming/faust #596 (a race in recovery leaves gaps in
@@ -134,11 +142,20 @@ async def seek_assigned_to_committed(consumer: aiokafka.AIOKafkaConsumer) -> Map
 
 
 class _TunedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    """Faust's aiokafka consumer thread with a configurable fetch max-wait.
+    """Faust's aiokafka consumer thread with a configurable fetch max-wait and prefetch backoff.
 
     We let Faust build the consumer exactly as usual and only replace `fetch_max_wait_ms`
-    before the consumer starts (aiokafka hands it to its Fetcher in `start()`).
+    before the consumer starts (aiokafka hands it to its Fetcher in `start()`), and the
+    Fetcher's prefetch backoff once it exists (module docstring).
     """
+
+    async def on_start(self) -> None:
+        """Start Faust's consumer, then set its Fetcher's prefetch backoff."""
+        await super().on_start()
+        app = self.app
+        if isinstance(app, LoopGuardApp):
+            fetcher = self._ensure_consumer()._fetcher  # built by start(): see docstring
+            fetcher._prefetch_backoff = app.fetch_prefetch_backoff_ms / 1000
 
     def _create_worker_consumer(
         self, transport: faust_aiokafka.Transport
@@ -349,6 +366,7 @@ class LoopGuardApp(faust.App):
     """A Faust app whose worker consumer honours `fetch_max_wait_ms` (set per app, not global)."""
 
     fetch_max_wait_ms: int = 1500
+    fetch_prefetch_backoff_ms: int = 100  # aiokafka's own
     faust_fast_path: bool = True  # streams/worker/faust/drain.py instead of Faust's drain loop
     faust_consumer_thread: bool = False  # Faust's consumer thread, not loop_consumer.py
     bootstrap_servers: tuple[str, ...] = ()  # for probing true end offsets (end_offsets.py)

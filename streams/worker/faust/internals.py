@@ -363,7 +363,7 @@ class _TunedTransport(faust_aiokafka.Transport):
 
 
 class LoopGuardApp(faust.App):
-    """A Faust app whose worker consumer honours `fetch_max_wait_ms` (set per app, not global)."""
+    """A Faust app whose worker consumer honours its fetch settings (set per app, not global)."""
 
     fetch_max_wait_ms: int = 1500
     fetch_prefetch_backoff_ms: int = 100  # aiokafka's own

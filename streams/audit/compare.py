@@ -32,6 +32,7 @@ from loopguard.streams.audit.replay import Rejected, Replayer
 __all__ = ["CompareReport", "RunOutcome", "compare", "render_summary"]
 
 SIDES = ("current", "candidate")
+BOTH = 2  # `CompareReport.tally`'s side of an event counted once for both sides
 
 
 @dataclass(slots=True)
@@ -62,13 +63,17 @@ class CompareReport:
     runs_seen: int = 0
     policy_names: tuple[str, str] = ("current", "candidate")
     thresholds: tuple[dict[str, object], dict[str, object]] = ({}, {})
-    counts: Counter[tuple[int, str, str, str]] = field(default_factory=Counter)
+    #: Loop events by (side, detector, action, tool, agent); side BOTH for an event of a
+    #: shared run, counted once for the two sides (`_account`, once per event, stays cheap:
+    #: `counts` expands this when the report is read).
+    tally: Counter[tuple[int, str, str, str, str]] = field(default_factory=Counter)
     changes: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     runs: dict[str, RunOutcome] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The report as plain JSON values (sorted keys and runs: deterministic)."""
         runs = sorted(self.runs.items())
+        counts = self.counts()
         stopped = [(r, o) for r, o in runs if o.first[0] is not None or o.first[1] is not None]
         both = [(r, o) for r, o in stopped if o.first[0] is not None and o.first[1] is not None]
         deltas = [o.first[1][0] - o.first[0][0] for _, o in both]  # type: ignore[index]
@@ -79,10 +84,10 @@ class CompareReport:
             "events": self.events,
             "rejected": self.rejected,
             "runs": self.runs_seen,
-            "decisions": {s: self._by(i, "detector") for i, s in enumerate(SIDES)},
-            "by_detector": self._diff("detector"),
-            "by_agent": self._diff("agent"),
-            "by_tool": self._diff("tool"),
+            "decisions": {s: _by(counts, i, "detector") for i, s in enumerate(SIDES)},
+            "by_detector": self._diff(counts, "detector"),
+            "by_agent": self._diff(counts, "agent"),
+            "by_tool": self._diff(counts, "tool"),
             "runs_stopped": {
                 "current": sum(o.first[0] is not None for _, o in stopped),
                 "candidate": sum(o.first[1] is not None for _, o in stopped),
@@ -107,23 +112,25 @@ class CompareReport:
             "stopped_runs": [_run_json(r, o) for r, o in stopped],
         }
 
-    def _by(self, side: int, dim: str) -> dict[str, dict[str, int]]:
-        out: dict[str, dict[str, int]] = {}
-        for (s, d, key, action), n in sorted(self.counts.items()):
-            if s == side and d == dim:
-                out.setdefault(key, {})[action] = n
+    def counts(self) -> Counter[tuple[int, str, str, str]]:
+        """Loop events by (side, dimension, key, action): dimension "detector", "agent" or
+        "tool", side 0 (current) or 1 (candidate)."""
+        out: Counter[tuple[int, str, str, str]] = Counter()
+        for (side, detector, action, tool, agent), n in self.tally.items():
+            for s in (0, 1) if side == BOTH else (side,):
+                out[(s, "detector", detector, action)] += n
+                out[(s, "agent", agent, action)] += n
+                out[(s, "tool", tool, action)] += n
         return out
 
-    def _diff(self, dim: str) -> dict[str, dict[str, int]]:
-        keys = sorted({k for (_, d, k, _) in self.counts if d == dim})
+    def _diff(
+        self, counts: Counter[tuple[int, str, str, str]], dim: str
+    ) -> dict[str, dict[str, int]]:
+        keys = sorted({k for (_, d, k, _) in counts if d == dim})
         out: dict[str, dict[str, int]] = {}
         for key in keys:
-            a = sum(
-                n for (s, d, k, _), n in self.counts.items() if s == 0 and d == dim and k == key
-            )
-            b = sum(
-                n for (s, d, k, _), n in self.counts.items() if s == 1 and d == dim and k == key
-            )
+            a = sum(n for (s, d, k, _), n in counts.items() if s == 0 and d == dim and k == key)
+            b = sum(n for (s, d, k, _), n in counts.items() if s == 1 and d == dim and k == key)
             out[key] = {
                 "current": a,
                 "candidate": b,
@@ -131,6 +138,16 @@ class CompareReport:
                 "lost": self.changes[(dim, key, "lost")],
             }
         return out
+
+
+def _by(
+    counts: Counter[tuple[int, str, str, str]], side: int, dim: str
+) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (s, d, key, action), n in sorted(counts.items()):
+        if s == side and d == dim:
+            out.setdefault(key, {})[action] = n
+    return out
 
 
 def _run_json(run_id: str, o: RunOutcome) -> dict[str, Any]:
@@ -194,17 +211,17 @@ def compare(
         ev = first.decode(pos, raw)
         if isinstance(ev, Rejected):
             continue
-        second.stream_ms = first.stream_ms  # same line, same stream time
         if shared is not None and shared.holds(ev):
             out = first.feed_event(ev, shared.verdict)  # the call decided once, not twice
-            _account(report, ev, first, (out, out))
+            _account(report, ev, first, out, out)
             continue
+        second.stream_ms = first.stream_ms  # same line, same stream time (read only here)
         if shared_hash:
             ev = hash_outcome(ev, tools)
         outs = (first.feed_event(ev), second.feed_event(ev))
         if shared is not None:
             shared.rejoin(ev)
-        _account(report, ev, first, outs)
+        _account(report, ev, first, *outs)
     report.events = first.stats.events
     report.rejected = first.stats.rejected
     return report
@@ -319,41 +336,68 @@ class _Shared:
 
 
 def _account(
-    report: CompareReport,
-    ev: Event,
-    first: Replayer,
-    outs: tuple[list[Decision], list[Decision]],
+    report: CompareReport, ev: Event, first: Replayer, out_a: list[Decision], out_b: list[Decision]
 ) -> None:
+    """Count one event's decisions under each side (`out_a is out_b`: a shared run's event,
+    one list for both; most events have none, so that path is kept short)."""
     run = report.runs.get(ev.run_id)
     if run is None:
         run = report.runs[ev.run_id] = RunOutcome()
         report.runs_seen += 1
     if ev.type == "tool_call":
         run.calls += 1
-    if not outs[0] and not outs[1]:
+    if not out_a and not out_b:
         if ev.type == "run_end" and run.decisions == [0, 0]:
             del report.runs[ev.run_id]  # a run ended with no decision: only its count stays
         return
-    state = first.state_of(ev.run_id)
-    agent = (state.agent_id if state is not None else None) or ev.agent_id or "-"
-    run.agent_id = agent
-    same = outs[0] is outs[1]  # a shared run: one list of decisions for both sides
-    found_first = _loop_events(outs[0])
-    events = (found_first, found_first if same else _loop_events(outs[1]))
+    if out_a is out_b:
+        found = _loop_events(out_a)
+        if found:
+            _count(report, run, BOTH, found, _agent(first, ev, run))
+        return
+    events = (_loop_events(out_a), _loop_events(out_b))
+    if not events[0] and not events[1]:
+        return
+    agent = _agent(first, ev, run)
     for side, found in enumerate(events):
-        run.decisions[side] += len(found)
-        for detector, action, tool in found:
-            for dim, key in (("detector", detector), ("agent", agent), ("tool", tool)):
-                report.counts[(side, dim, key, action)] += 1
-            if run.first[side] is None and action in ("block", "abort"):
-                run.first[side] = (run.calls, detector, action)
-    if same or events[0] == events[1]:
+        _count(report, run, side, found, agent)
+    if events[0] == events[1]:
         return  # nothing gained or lost
     a, b = Counter(events[0]), Counter(events[1])
     for label, diff in (("gained", b - a), ("lost", a - b)):
         for (detector, _, tool), n in diff.items():
             for dim, key in (("detector", detector), ("agent", agent), ("tool", tool)):
                 report.changes[(dim, key, label)] += n
+
+
+def _agent(first: Replayer, ev: Event, run: RunOutcome) -> str:
+    """The agent an event's loop events count under (the run's, "-" when none), kept on
+    the run's outcome for the report."""
+    state = first.state_of(ev.run_id)
+    agent = (state.agent_id if state is not None else None) or ev.agent_id or "-"
+    run.agent_id = agent
+    return agent
+
+
+def _count(
+    report: CompareReport,
+    run: RunOutcome,
+    side: int,
+    found: list[tuple[str, str, str]],
+    agent: str,
+) -> None:
+    """Tally one side's loop events (side BOTH: a shared run's, for the two sides) and note
+    each side's first stop."""
+    tally = report.tally
+    sides = (0, 1) if side == BOTH else (side,)
+    for s in sides:
+        run.decisions[s] += len(found)
+    for detector, action, tool in found:
+        tally[(side, detector, action, tool, agent)] += 1
+        if action == "block" or action == "abort":
+            for s in sides:
+                if run.first[s] is None:
+                    run.first[s] = (run.calls, detector, action)
 
 
 def render_summary(report: CompareReport) -> str:

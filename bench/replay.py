@@ -6,6 +6,9 @@
 Figures, one JSON line each, every one with its same-run baseline:
 - replay_events_per_s (--jobs 1, streamed from a file, decisions written to /dev/null),
   baseline: the engine alone (parse_event + process_event over lines decoded beforehand);
+- replay_cli_events_per_s: the same as `loopguard replay FILE` runs for a user, a process of
+  its own timed from start to exit (the replay before each compare, below); the in-process
+  figure above pays for this bench's own heap in the cyclic collector's passes;
 - replay_jobs_N_events_per_s for N up to the cores present, baseline N × the --jobs 1 figure;
 - compare_seconds (`loopguard compare`, criticalThreshold 20 vs 12), baseline: `loopguard
   replay` of the same file run right before each (both as processes of their own; the
@@ -315,6 +318,11 @@ def main() -> None:
                               "runs": scaled_where[n]}))  # fmt: skip
         if scaling_only:
             return
+        # The replay runs right before each compare are `loopguard replay` as a user runs it:
+        # a process of its own, start-up included, holding none of this bench's objects.
+        print(_figure("replay_cli_events_per_s", [events / s for s in cmp_base], engine,
+                      "engine alone (pre-decoded, in this process)", events=events, jobs=1,
+                      process="`loopguard replay FILE` of its own, start-up included"))  # fmt: skip
         cmp_pairs = [c / b for c, b in zip(cmp_s, cmp_base, strict=True)]
         print(_figure("compare_seconds", cmp_s, cmp_base,
                       "`loopguard replay` of the file, run right before each compare",

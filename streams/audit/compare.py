@@ -35,6 +35,11 @@ SIDES = ("current", "candidate")
 BOTH = 2  # `CompareReport.tally`'s side of an event counted once for both sides
 
 
+def _sides(side: int) -> tuple[int, ...]:
+    """The report sides (0 current, 1 candidate) a tally side stands for."""
+    return (0, 1) if side == BOTH else (side,)
+
+
 @dataclass(slots=True)
 class RunOutcome:
     """One run under both policies: calls seen, first stop (call number, detector, action)."""
@@ -117,7 +122,7 @@ class CompareReport:
         "tool", side 0 (current) or 1 (candidate)."""
         out: Counter[tuple[int, str, str, str]] = Counter()
         for (side, detector, action, tool, agent), n in self.tally.items():
-            for s in (0, 1) if side == BOTH else (side,):
+            for s in _sides(side):
                 out[(s, "detector", detector, action)] += n
                 out[(s, "agent", agent, action)] += n
                 out[(s, "tool", tool, action)] += n
@@ -215,7 +220,8 @@ def compare(
             out = first.feed_event(ev, shared.verdict)  # the call decided once, not twice
             _account(report, ev, first, out, out)
             continue
-        second.stream_ms = first.stream_ms  # same line, same stream time (read only here)
+        second.stream_ms = first.stream_ms  # same line, same stream time (the candidate
+        # side reads it only when fed, as below; a shared run's line never reaches it)
         if shared_hash:
             ev = hash_outcome(ev, tools)
         outs = (first.feed_event(ev), second.feed_event(ev))
@@ -389,7 +395,7 @@ def _count(
     """Tally one side's loop events (side BOTH: a shared run's, for the two sides) and note
     each side's first stop."""
     tally = report.tally
-    sides = (0, 1) if side == BOTH else (side,)
+    sides = _sides(side)
     for s in sides:
         run.decisions[s] += len(found)
     for detector, action, tool in found:

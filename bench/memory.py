@@ -276,6 +276,9 @@ def breakdown(n: int, results: list[dict[str, Any]]) -> dict[str, Any]:
         parts["acked_pending"] = round(
             statistics.median(after(r, "acks", "pending") for r in results)
         )
+        parts["acked_ranges"] = round(
+            statistics.median(r["probe_after"]["acks"].get("ranges", 0) for r in results)
+        )
         parts["acked_index_bytes_per_run"] = per_run(lambda r: after(r, "acks", "index_bytes"))
         parts["acked_list_bytes_per_run"] = per_run(lambda r: after(r, "acks", "list_bytes"))
         # [held, lowest, highest, committed] of the first worker, per input partition

@@ -16,9 +16,6 @@ a tool_call_id, were measured here first and are now in detectors/.)
                      cache keeps canonical args: orjson >= 3.12 returns bytes whose buffer is
                      4 KB and up whatever the length, and never shrinks it)
     rightsize_values detectors.jsjson's likewise (table values, decisions, dead letters)
-    acked_shrink     after each commit, Faust's acked-offset set of a partition is rebuilt
-                     when its table is 4 x what its entries need (a set never shrinks: one
-                     burst of uncommitted offsets kept its table, 16-32 B per offset, for good)
 """
 
 from __future__ import annotations
@@ -33,7 +30,6 @@ PATCHES = (
     "unpack_cache",
     "rightsize_args",
     "rightsize_values",
-    "acked_shrink",
 )
 
 
@@ -70,25 +66,6 @@ def _unpack_cache(size: int) -> None:
     state._unpack = lru_cache(maxsize=size)(state._unpack.__wrapped__)
 
 
-def _acked_shrink() -> None:
-    import sys
-
-    from faust.transport.consumer import Consumer
-
-    original = Consumer._new_offset
-
-    def _new_offset(self: Any, tp: Any) -> Any:
-        offset = original(self, tp)
-        index = self._acked_index.get(tp)
-        if index is not None and sys.getsizeof(index) > 4096:
-            smaller = set(index)
-            if 4 * sys.getsizeof(smaller) <= sys.getsizeof(index):
-                self._acked_index[tp] = smaller
-        return offset
-
-    Consumer._new_offset = _new_offset  # type: ignore[method-assign]
-
-
 def apply(names: str) -> list[str]:
     """Apply the named patches (comma-separated); the names applied."""
     done = []
@@ -102,8 +79,6 @@ def apply(names: str) -> list[str]:
             _rightsize("loopguard.detectors.canonical")
         elif name == "rightsize_values":
             _rightsize("loopguard.detectors.jsjson")
-        elif name == "acked_shrink":
-            _acked_shrink()
         else:
             raise ValueError(f"unknown patch {name!r}; known: {', '.join(PATCHES)}")
         done.append(item)

@@ -255,12 +255,14 @@ def type_census(probe: dict[str, Any], limit: int = 20) -> list[dict[str, Any]]:
 
 
 def acked_offsets(consumer: Any) -> dict[str, int]:
-    """Faust's acked-but-uncommitted offsets (`Consumer._acked` lists, `_acked_index` sets):
-    how many are held and what their containers take (a set's table never shrinks)."""
+    """The acked-but-uncommitted offsets (`Consumer._acked`: the worker's `AckedOffsets`, or
+    Faust's lists beside its `_acked_index` sets): how many are held, in how many ranges, and
+    what Faust's containers take (a set's table never shrinks)."""
     lists = list(getattr(consumer, "_acked", {}).values())
     sets = list(getattr(consumer, "_acked_index", {}).values())
     return {
         "pending": sum(len(x) for x in lists),
+        "ranges": sum(len(x.ranges) if hasattr(x, "ranges") else len(x) for x in lists),
         "index_len": sum(len(x) for x in sets),
         "index_bytes": sum(sys.getsizeof(x) for x in sets),
         "list_bytes": sum(sys.getsizeof(x) for x in lists),

@@ -62,7 +62,7 @@ def ack_all(consumer: Any, events: list[Any]) -> None:
     """Ack each event of a batch as `Event.ack` acks it (the module docstring), in one pass."""
     acks_enabled_for = consumer.app.topics.acks_enabled_for
     committed_of = consumer._committed_offset
-    index_of, acked_of = consumer._acked_index, consumer._acked
+    acked_of = consumer._acked  # AckedOffsets per partition (acked.py)
     unacked = consumer._unacked_messages
     counted = 0
     tracked = False
@@ -80,13 +80,9 @@ def ack_all(consumer: Any, events: list[Any]) -> None:
             tracked = True
             tp, offset = message.tp, message.offset
             committed = committed_of[tp]
-            if committed is None or offset >= committed:
-                index = index_of[tp]
-                if offset not in index:
-                    unacked.discard(message)
-                    index.add(offset)
-                    acked_of[tp].append(offset)
-                    counted += 1
+            if (committed is None or offset >= committed) and acked_of[tp].add(offset):
+                unacked.discard(message)
+                counted += 1
         consumer._n_acked += counted
         if tracked:
             notify(consumer._waiting_for_ack)

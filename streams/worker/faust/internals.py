@@ -23,6 +23,11 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
 - Seek with the flow stopped: faust-streaming/faust #596 (a race in recovery leaves gaps in
   acked offsets and blocks committing), #216 (recovery resumes fetching before seeking).
 - Gap bookkeeping: faust-streaming/faust #606 (wrong offset commit in case of gaps).
+- Acked offsets: Faust keeps every acked, uncommitted offset in a list and a set per partition
+  (`Consumer._acked`, `_acked_index`), read by `ack` and `_new_offset` only (and dropped on
+  revoke). The worker holds a checkpoint interval's worth of them, ~1.9 KB per active run in
+  bench/memory.py; `_acked` holds `AckedOffsets` (acked.py, ranges) instead, and `ack`,
+  `_new_offset` and the batch ack (batches.py) use it.
 - Fast path: `Consumer._drain_messages` runs four tasks and an `asyncio.wait` per record
   (faust-streaming/faust #229, robinhood/faust #563); streams/worker/faust/drain.py replaces
   it, keeping what they protect. Off with `LOOPGUARD_FAUST_FAST_PATH=0`.
@@ -62,6 +67,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -69,8 +75,11 @@ import aiokafka
 import faust
 from faust.streams import _current_event
 from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types.tuples import ack_lock
+from mode.utils.futures import notify
 
 from loopguard.streams.kafka.end_offsets import probe_end_offsets
+from loopguard.streams.worker.faust.acked import AckedOffsets
 from loopguard.streams.worker.faust.delivery import buffer_over_limit
 from loopguard.streams.worker.faust.drain import drain_messages
 from loopguard.streams.worker.faust.loop_consumer import InLoop
@@ -199,6 +208,14 @@ class _TunedConsumer(faust_aiokafka.Consumer):
 
     flow_epoch: int = 0  # suspensions of the flow so far (streams/worker/faust/drain.py)
     commit_limits: Mapping[tuple[str, int], int] | None = None  # while a commit picks offsets
+    # Faust's `list[int]` values become `AckedOffsets`: only the methods overridden here (and
+    # `ack_all`, batches.py) read or write them; Faust itself only pops and lists the keys.
+    _acked: defaultdict[Any, AckedOffsets]  # type: ignore[assignment]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Acked offsets as ranges (acked.py); Faust's per-offset index is then never filled.
+        self._acked = defaultdict(AckedOffsets)
 
     def stop_flow(self) -> None:
         """Suspend the flow and count it: the fast path drops what was fetched before."""
@@ -255,26 +272,55 @@ class _TunedConsumer(faust_aiokafka.Consumer):
             self.commit_limits = None
 
     def _new_offset(self, tp: Any) -> int | None:
-        """Faust's next offset to commit for `tp`, from its acked offsets below the limit.
+        """The next offset to commit for `tp`: the end of the lowest run of consecutive acked
+        offsets, holes filled in, below the commit's limit (Faust's `_new_offset`, on ranges).
 
-        The acked offsets at or above the limit are set aside while Faust picks (it removes
-        what it commits from the list) and put back after, for the next commit.
+        Faust's own walks a sorted list of every acked offset; ours reads `AckedOffsets`
+        (streams/worker/faust/acked.py). The rules are Faust's: the holes its gap tree holds
+        up to the highest acked offset below the limit count as acked (and leave the tree),
+        and nothing is committed while the lowest acked offset is more than one past the
+        committed one. The acked offsets at or above the limit stay for the next commit.
         """
         limits = self.commit_limits
-        if limits is None:
-            return super()._new_offset(tp)
-        limit = limits.get(tp)
-        if limit is None:
-            return None  # nothing of this partition is known to be written
-        acked: list[int] = self._acked[tp]
-        later = [offset for offset in acked if offset >= limit]
-        if not later:
-            return super()._new_offset(tp)
-        acked[:] = [offset for offset in acked if offset < limit]
-        try:
-            return super()._new_offset(tp)
-        finally:
-            acked.extend(later)
+        below: int | None = None
+        if limits is not None:
+            below = limits.get(tp)
+            if below is None:
+                return None  # nothing of this partition is known to be written
+        acked = self._acked[tp]
+        highest = acked.highest(below)
+        if highest is None:
+            return None
+        gaps = self._gap[tp]
+        if gaps:
+            holes = sorted(gaps.overlap(0, highest), key=lambda hole: hole.begin)
+            if holes:
+                for hole in holes:
+                    acked.add_range(hole.begin, hole.end)
+                gaps.chop(0, max(holes[-1].end - 1, highest + 1))
+        committed = self._committed_offset[tp]
+        if committed and acked.lowest() - committed > 1:
+            return None
+        return acked.take_first_run(below)
+
+    def ack(self, message: Any) -> bool:
+        """Mark a record acked (Faust's `Consumer.ack`, on `AckedOffsets`)."""
+        with ack_lock:  # as Faust: the test-and-set and the bookkeeping are one step
+            if message.acked:
+                return False
+            message.acked = True
+            if not self.app.topics.acks_enabled_for(message.topic):
+                return False
+            try:
+                tp, offset = message.tp, message.offset
+                committed = self._committed_offset[tp]
+                if (committed is None or offset >= committed) and self._acked[tp].add(offset):
+                    self._unacked_messages.discard(message)
+                    self._n_acked += 1
+                    return True
+                return False
+            finally:
+                notify(self._waiting_for_ack)
 
     async def seek_to_committed(self) -> Any:
         """Seek each partition to its committed offset; an input partition without one (or at

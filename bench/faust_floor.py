@@ -37,6 +37,7 @@ def _install(mode: str) -> None:
     from loopguard.streams.processing.metrics import Metrics
     from loopguard.streams.worker.app import Wiring, build_app
     from loopguard.streams.worker.faust.batches import take_batches
+    from loopguard.streams.worker.faust.bulk import Bulk, messages_of, records_in
 
     def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring, None]:
         metrics = metrics if metrics is not None else Metrics()
@@ -54,12 +55,14 @@ def _install(mode: str) -> None:
                 if settings.faust_fast_path
                 else stream.take_events(settings.batch_max_events, within=within)
             )
-            async for events in batches:
+            async for events in batches:  # Faust events and bulks (faust/bulk.py)
                 if writes:
                     for event in events:
-                        _current_event.set(weakref.ref(event))  # table writes route by it
-                        table[event.message.key] = b"x"
-                metrics.count_events("tool_call", len(events))
+                        routing = event.event if type(event) is Bulk else event
+                        _current_event.set(weakref.ref(routing))  # table writes route by it
+                        for message in messages_of([event]):
+                            table[message.key] = b"x"
+                metrics.count_events("tool_call", sum(records_in(e) for e in events))
 
         return wiring, None
 

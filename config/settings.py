@@ -139,6 +139,8 @@ class Settings(KafkaSecuritySettings):
     # the same broker (aiokafka's 100 ms; streams/worker/faust/internals.py says why 0).
     fetch_prefetch_backoff_ms: int = Field(default=0, ge=0, le=60_000)
     faust_fast_path: bool = True  # off: Faust's own drain loop (docs/performance.md)
+    # off: the fast path delivers record by record (streams/worker/faust/bulk.py)
+    faust_bulk_delivery: bool = True
     faust_consumer_thread: bool = False  # on: Faust's consumer thread, not the worker's loop
     session_timeout_ms: int = Field(default=6_000, ge=1_000, le=300_000)
     heartbeat_ms: int = Field(default=1_000, ge=100, le=60_000)

@@ -38,6 +38,7 @@ from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.processing.outbox import FaustOutbox, Outbox
 from loopguard.streams.worker.app import Wiring
 from loopguard.streams.worker.faust.batches import take_batches
+from loopguard.streams.worker.faust.bulk import Bulk, messages_of, records_in
 from loopguard.streams.worker.faust.internals import (
     TableStore,
     drain_producer_buffer,
@@ -106,17 +107,20 @@ class RunProcessor:
         self._limits: dict[InputPartition, int] = {}  # what the running commit may commit
 
     async def process(self, events: Sequence[Any]) -> None:
-        """Process one batch of Faust events; never raises for bad input or engine bugs."""
+        """Process one batch of Faust events and bulks (streams/worker/faust/bulk.py); never
+        raises for bad input or engine bugs."""
         async with self._lock:
             started = perf_counter()
             read_to = self._read_to
+            held = 0
             for event in events:  # the last event of each partition routes its table access
-                msg = event.message
-                self._store.anchor(msg.partition, event)
+                msg = event.message  # a bulk's is its last record's
+                self._store.anchor(msg.partition, event.event if type(event) is Bulk else event)
                 read_to[msg.topic, msg.partition] = msg.offset + 1
-            has_verdict = self.driver.apply(event.message for event in events)
+                held += records_in(event)
+            has_verdict = self.driver.apply(messages_of(events))
             await self._outbox.send(urgent=has_verdict)
-            self._metrics.observe_batch(perf_counter() - started, len(events))
+            self._metrics.observe_batch(perf_counter() - started, held)
 
     async def before_commit(self) -> Mapping[InputPartition, int]:
         """Checkpoint: outputs delivered, then every changed run's state written once.

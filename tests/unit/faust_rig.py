@@ -22,6 +22,8 @@ from faust.types import TP
 from loopguard.config.settings import Settings
 from loopguard.streams.processing.metrics import Metrics
 from loopguard.streams.worker.app import Wiring, build_app
+from loopguard.streams.worker.faust.batches import ack_all
+from loopguard.streams.worker.faust.bulk import Bulk
 
 TOPIC = "unit.tool-calls"
 TP0 = TP(TOPIC, 0)
@@ -78,7 +80,8 @@ class Rig:
     ) -> None:
         """Drain the scripted fetches through the consumer; the agent acks what it takes.
 
-        `agent` replaces the rig's own (which reads the input topic's queue event by event).
+        `agent` replaces the rig's own (which reads the input topic's queue item by item: an
+        event, or a bulk of records, streams/worker/faust/bulk.py).
         """
         queue = self.wiring.inputs.queue
         fetcher = _Fetcher()
@@ -94,8 +97,12 @@ class Rig:
         async def own_agent() -> None:
             while True:
                 event = await queue.get()
-                self.received.append((event.message.value, event.message.offset))
-                event.ack()
+                if type(event) is Bulk:  # one item for many records (drain.py's bulks)
+                    self.received.extend((r.value, r.offset) for r in event.records)
+                    ack_all(self.consumer, [event])
+                else:
+                    self.received.append((event.message.value, event.message.offset))
+                    event.ack()
                 if on_event is not None:
                     await on_event(len(self.received))
 
@@ -123,15 +130,22 @@ class _Fetcher:
 
 @asynccontextmanager
 async def build_rig(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, subscribe_inputs: bool = True
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    subscribe_inputs: bool = True,
+    bulks: bool = False,
 ) -> AsyncIterator[Rig]:
     """The worker's consumer and conductor, partition 0 assigned, no broker behind them.
 
     With `subscribe_inputs` the input topic itself is the conductor's channel (the rig's own
     agent reads its queue); without, an agent subscribes its channel (`Rig.subscribe`).
+    `bulks`: the drain loop's bulk delivery (streams/worker/faust/bulk.py), on in the worker;
+    off, every record takes the per-record path these rigs mostly test.
     """
     wiring = unit_wiring(tmp_path, "unit-drain")
     app = wiring.app
+    app.bulk_max_records = 100 if bulks else 0  # tests/unit/test_faust_bulk.py
     if subscribe_inputs:
         app.topics.add(wiring.inputs)
     await app.topics._update_indices()

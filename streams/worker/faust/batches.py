@@ -17,8 +17,11 @@ did per event that the rest of Faust relies on:
   (acked offsets per partition, the unacked set, the count commit-every reads, the waiter a
   graceful stop waits on) is the same, event for event (tests/unit/test_faust_batches.py).
 
-A batch holds what is queued when the agent asks, up to `max_events`: it never waits for a
-timer to fill, so a `want_verdict` call's verdict leaves with the batch it arrived in.
+A batch holds what is queued when the agent asks, up to `max_events` records: it never waits
+for a timer to fill, so a `want_verdict` call's verdict leaves with the batch it arrived in.
+A queue item is a Faust event or a bulk (bulk.py: one item for many records, counted as its
+records, so a batch may exceed `max_events` by one bulk); `ack_all` acks a bulk's records as
+one range.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from typing import Any
 
 from faust.types.tuples import ConsumerMessage, ack_lock
 from mode.utils.futures import notify
+
+from loopguard.streams.worker.faust.bulk import Bulk, records_in
 
 __all__ = ["ack_all", "take_batches"]
 
@@ -42,8 +47,11 @@ async def take_batches(stream: Any, max_events: int) -> AsyncIterator[list[Any]]
     while True:
         try:
             events = [await queue.get()]
-            while len(events) < max_events and queue.qsize():
-                events.append(get_nowait())
+            held = records_in(events[0])
+            while held < max_events and queue.qsize():
+                item = get_nowait()
+                events.append(item)
+                held += records_in(item)
         except StopAsyncIteration:
             # How Faust ends an agent's stream when it stops the actor (it throws this into
             # the channel's queue, faust/agents/actor.py): the batches end, the agent returns.
@@ -69,6 +77,10 @@ def ack_all(consumer: Any, events: list[Any]) -> None:
     with ack_lock:  # as `Message.ack`: test-and-set and bookkeeping in one step
         for event in events:
             message = event.message
+            if type(event) is Bulk:
+                counted += _ack_bulk(consumer, event)
+                tracked = True
+                continue
             if type(message) is not ConsumerMessage:
                 message.ack(consumer)  # another kind of message: its own final ack
                 continue
@@ -86,3 +98,26 @@ def ack_all(consumer: Any, events: list[Any]) -> None:
         consumer._n_acked += counted
         if tracked:
             notify(consumer._waiting_for_ack)
+
+
+def _ack_bulk(consumer: Any, bulk: Bulk) -> int:
+    """Ack a bulk's records as `ack_all` acks an event each (bulk.py); how many were new.
+
+    Called under Faust's ack lock. The bulk's message (its last record's) carries the
+    reference and the acked flag for all of them: a bulk is acked once, whole."""
+    message = bulk.message
+    if message.acked or message.decref():
+        return 0
+    message.acked = True
+    if not consumer.app.topics.acks_enabled_for(message.topic):
+        return 0
+    consumer._unacked_messages.discard(message)
+    tp, end = message.tp, message.offset + 1
+    committed = consumer._committed_offset[tp]
+    start = bulk.first if committed is None else max(bulk.first, committed)
+    if start >= end:
+        return 0
+    acked = consumer._acked[tp]
+    before = len(acked)
+    acked.add_range(start, end)
+    return len(acked) - before

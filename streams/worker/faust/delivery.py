@@ -14,7 +14,8 @@ full. It then does what the conductor does for that case: one reference, one eve
 with the same pressure callbacks (the fetcher stops fetching a partition whose queue is under
 pressure). Otherwise it delivers nothing and says so, and the drain loop takes the conductor's
 path, which waits as it always did; so what Faust protects (no delivery while the flow is
-suspended, a full queue waited for) stays as it is.
+suspended, a full queue waited for) stays as it is. `Direct.bulk` does the same for a
+partition's run of records as one item (bulk.py), with the same checks made once.
 """
 
 from __future__ import annotations
@@ -24,11 +25,19 @@ from typing import Any
 
 from faust.types import TP
 
+from loopguard.streams.worker.faust.bulk import Bulk
 from loopguard.streams.worker.faust.raw_schema import RawSchema
 
-__all__ = ["Deliveries", "Direct", "buffer_over_limit"]
+__all__ = ["BULK_QUEUE_ITEMS", "Deliveries", "Direct", "buffer_over_limit"]
 
 OnPressure = Callable[[], None]
+# A bulk is one queue item however many records it holds, so the queue's own bound (in items)
+# does not bound records. A bulk is delivered only while the queue holds fewer items than this;
+# otherwise the records take the per-record path, which the queue's bound and pressure
+# callbacks govern as before. With bulks of at most one agent batch (LOOPGUARD_BATCH_MAX_EVENTS,
+# 2,000), at most 16 batches wait in bulks: room for one fetch of 4-8 partitions with a backlog
+# (aiokafka fetches up to 1 MiB a partition, ~3,500 events of workload P).
+BULK_QUEUE_ITEMS = 16
 
 
 def buffer_over_limit(app: Any) -> Callable[[], bool]:
@@ -132,5 +141,24 @@ class Direct:
         message.incref(1)
         queue.put_nowait_enhanced(
             make(message), on_pressure_high=self._high, on_pressure_drop=self._drop
+        )
+        return True
+
+    def bulk(self, tp: TP, records: list[Any], to_message: Callable[[TP, Any], Any]) -> bool:
+        """Deliver `records` (of `tp`) as one `Bulk` (bulk.py) and return True, or deliver
+        nothing and return False; `to_message` makes the Faust message of the last one."""
+        make, queue = self._make, self._queue
+        if (
+            make is None
+            or self._index_locked()
+            or not self._flow_on()
+            or self._buffer_over()
+            or queue.qsize() >= BULK_QUEUE_ITEMS
+        ):
+            return False
+        message = to_message(tp, records[-1])
+        message.incref(1)
+        queue.put_nowait_enhanced(
+            Bulk(make(message), records), on_pressure_high=self._high, on_pressure_drop=self._drop
         )
         return True

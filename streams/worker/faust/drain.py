@@ -9,6 +9,12 @@ channel queue) is abandoned when the flow is suspended for a seek, a rebalance o
 
 This loop keeps that and pays for it only when a callback blocks:
 
+- A partition's records of one fetch go into the agent's channel queue as one bulk (bulk.py)
+  when they are one run of consecutive offsets, none read before and none after a hole since
+  the last read, and nothing on the conductor's path could wait (delivery.py): exactly the
+  records the per-record loop below would deliver directly, in order, without a gap to record.
+  Bulks are delivered before the per-record loop, with no await in between, so the flow checks
+  below cover them as they cover the records.
 - A record goes straight into the agent's channel queue when nothing on the conductor's
   path could wait (delivery.py); otherwise the conductor's callback takes it, as below.
 - A callback runs eagerly, up to its first suspension, in the loop's own task. Almost always
@@ -96,12 +102,14 @@ def start_eagerly(coro: Coroutine[Any, Any, Any]) -> Blocked | None:
     return Blocked(coro, pending)
 
 
-async def drain_messages(consumer: Any, fetcher: Any) -> None:
+async def drain_messages(consumer: Any, fetcher: Any, *, bulk_max: int = 0) -> None:
     """Fetch records and hand each to the consumer's callback until consumer or fetcher stop.
 
     `consumer` is a Faust `Consumer` with a `flow_epoch` (internals.py `_TunedConsumer`),
     `fetcher` the Faust `Fetcher` service that runs this loop. Stop and error handling are
     Faust's (the caller wraps this in the same `except` clauses as `_drain_messages`).
+    `bulk_max`: deliver qualifying records of a partition as items of up to this many records
+    (`_bulk`, bulk.py); 0: record by record.
     """
     callback = consumer.callback
     app = consumer.app
@@ -135,10 +143,33 @@ async def drain_messages(consumer: Any, fetcher: Any) -> None:
             buffered = consumer._buffered_partitions
             to_message = consumer._to_message
             batch_read: dict[TP, int] = {}  # read offsets of this batch, not yet written
-            since_yield = 0
             deliveries.reset()  # the conductor's index may have changed during the fetch
             deliver_of = deliveries.of
-            for tp, record in consumer.scheduler.iterate(records):
+            # Bulks first: one item per partition whose records qualify (`_bulk`); the rest
+            # of the fetch goes record by record, as before.
+            rest: dict[TP, list[Any]] = {}
+            since_yield = 0
+            for tp, fetched in records.items():
+                if active is not None and tp not in active and tp not in buffered:
+                    continue  # paused while the batch was being delivered (as Faust)
+                done = 0
+                if bulk_max:
+                    read = read_offsets.get(tp)
+                    done = _bulk(tp, fetched, read, to_message, deliver_of(tp), bulk_max)
+                if done:
+                    batch_read[tp] = fetched[done - 1].offset
+                    since_yield += done
+                if done < len(fetched):
+                    rest[tp] = fetched[done:] if done else fetched
+            if since_yield >= YIELD_EVERY:
+                since_yield = 0
+                read_offsets.update(batch_read)
+                batch_read.clear()
+                await sleep(0)  # the agent takes the bulks meanwhile
+                deliveries.reset()
+                if _interrupted(consumer, epoch, generation):
+                    rest = {}  # fetched before a suspension: read again from the commit
+            for tp, record in consumer.scheduler.iterate(rest):
                 if active is not None and tp not in active and tp not in buffered:
                     continue  # paused while the batch was being delivered (as Faust)
                 offset = record.offset
@@ -180,6 +211,24 @@ async def drain_messages(consumer: Any, fetcher: Any) -> None:
             unset_flag(CONSUMER_FETCHING)
     finally:
         unset_flag(CONSUMER_FETCHING)
+
+
+def _bulk(
+    tp: TP, fetched: list[Any], read: int | None, to_message: Any, direct: Any, most: int
+) -> int:
+    """Deliver a partition's fetched records as bulks of up to `most` records (bulk.py) when
+    the per-record loop would deliver each of them in order with no hole to record:
+    consecutive offsets, none already read, none after a hole since the last read. Returns how
+    many it delivered, from the first on; the per-record loop takes the rest."""
+    first, last = fetched[0].offset, fetched[-1].offset
+    if len(fetched) < 2 or last - first != len(fetched) - 1:
+        return 0
+    if read is not None and (first < read or (read and first - read > 1)):
+        return 0  # some already read (the loop drops them), or a hole before them
+    done = 0
+    while len(fetched) - done >= 2 and direct.bulk(tp, fetched[done : done + most], to_message):
+        done = min(done + most, len(fetched))
+    return done
 
 
 def _interrupted(consumer: Any, epoch: int, generation: int) -> bool:

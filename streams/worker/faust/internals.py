@@ -30,7 +30,9 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   `_new_offset` and the batch ack (batches.py) use it.
 - Fast path: `Consumer._drain_messages` runs four tasks and an `asyncio.wait` per record
   (faust-streaming/faust #229, robinhood/faust #563); streams/worker/faust/drain.py replaces
-  it, keeping what they protect. Off with `LOOPGUARD_FAUST_FAST_PATH=0`.
+  it, keeping what they protect. Off with `LOOPGUARD_FAUST_FAST_PATH=0`. Its bulks (bulk.py)
+  track, reference and ack one Faust message for a partition's run of fetched records; off
+  with `LOOPGUARD_FAUST_BULK_DELIVERY=0`.
 - Commit hook: Faust has no public "before commit" hook; every commit path ends in
   `force_commit`, which we wrap. A hook may return offsets the commit may not pass: Faust
   commits "every acked offset up to the first break" (`Consumer._new_offset`), and the
@@ -229,7 +231,8 @@ class _TunedConsumer(faust_aiokafka.Consumer):
             await super()._drain_messages(fetcher)
             return
         try:
-            await drain_messages(self, fetcher)
+            bulk_max = app.bulk_max_records if isinstance(app, LoopGuardApp) else 0
+            await drain_messages(self, fetcher, bulk_max=bulk_max)
         except self.consumer_stopped_errors:
             if self.transport.app.should_stop:
                 return  # the broker stopped the consumer because we are stopping (as Faust)
@@ -414,6 +417,8 @@ class LoopGuardApp(faust.App):
     fetch_max_wait_ms: int = 1500
     fetch_prefetch_backoff_ms: int = 100  # aiokafka's own
     faust_fast_path: bool = True  # streams/worker/faust/drain.py instead of Faust's drain loop
+    # The fast path's bulks (streams/worker/faust/bulk.py): records per bulk at most, 0 = off.
+    bulk_max_records: int = 0
     faust_consumer_thread: bool = False  # Faust's consumer thread, not loop_consumer.py
     bootstrap_servers: tuple[str, ...] = ()  # for probing true end offsets (end_offsets.py)
 

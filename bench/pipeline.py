@@ -44,7 +44,6 @@ from bench.brokers import (  # noqa: E402
     security,
     worker_env,
 )
-from bench.direct import direct_worker  # noqa: E402
 from bench.faust_floor import MODES as FLOOR_MODES  # noqa: E402
 from loopguard.streams.embedded.child import free_port  # noqa: E402
 from loopguard.streams.embedded.processes import stop_process  # noqa: E402
@@ -315,7 +314,6 @@ async def main() -> None:
         "--faust-loop", action="store_true",
         help="also run the worker (and floors) with LOOPGUARD_FAUST_FAST_PATH=0: before/after",
     )  # fmt: skip
-    ap.add_argument("--no-direct", action="store_true", help="skip bench/direct.py's prototype")
     ap.add_argument(
         "--floor-modes", default=",".join(FLOOR_MODES),
         help=f"with --floor: which floors, comma-separated (default {','.join(FLOOR_MODES)})",
@@ -348,14 +346,9 @@ async def _bench(
         login, options = security(broker), client_options(broker)
         await create_topics(broker.bootstrap, [*names, "bench.relay"], PARTITIONS, security=login)
         await prefill(broker.bootstrap, source, records, options=options)
-        await create_topics(
-            broker.bootstrap, ["direct.control", "direct.changelog"], PARTITIONS, security=login
-        )
         worker_rates: list[float] = []
         relay_rates: list[float] = []
         bytes_per_event: list[float] = []
-        direct_rates: list[float] = []
-        direct_bytes: list[float] = []
         eos_rates: list[float] = []
         eos_env = {**extra_env, "LOOPGUARD_PROCESSING_GUARANTEE": "exactly_once"}
         old_env = {**extra_env, "LOOPGUARD_FAUST_FAST_PATH": "0"}  # Faust's own drain loop
@@ -371,10 +364,6 @@ async def _bench(
             w_rate, per_event = await run_worker(
                 broker, source, str(i), total, workdir, profile, extra_env
             )
-            d_rate, d_bytes = (0.0, 0.0) if args.no_direct else await direct_worker(
-                broker.bootstrap, source, "direct.control", "direct.changelog", f"direct{i}",
-                PARTITIONS, total, options,
-            )  # fmt: skip
             if args.faust_loop:
                 o_rate, _ = await run_worker(
                     broker, source, f"old{i}", total, workdir, None, old_env
@@ -384,8 +373,7 @@ async def _bench(
                     old_rates.append(o_rate)
             print(
                 f"# run {i}{' (warm-up)' if i == 0 else ''}: worker {w_rate:,.0f} ev/s, "
-                f"direct {d_rate:,.0f} ev/s, relay {rate:,.0f} ev/s, changelog {per_event:.0f} "
-                f"B/event (direct {d_bytes:.0f})",
+                f"relay {rate:,.0f} ev/s, changelog {per_event:.0f} B/event",
                 file=sys.stderr,
             )
             if args.exactly_once:
@@ -414,8 +402,6 @@ async def _bench(
                 worker_rates.append(w_rate)
                 relay_rates.append(rate)
                 bytes_per_event.append(per_event)
-                direct_rates.append(d_rate)
-                direct_bytes.append(d_bytes)
         if args.profile:  # an extra, unmeasured run: cProfile slows the worker ~3x
             await run_worker(broker, source, "prof", total, workdir, args.profile, extra_env)
             print(f"# profile written to {args.profile}", file=sys.stderr)
@@ -426,9 +412,6 @@ async def _bench(
             speedup = _ratio(worker_rates, old_rates)
             print(_figure("worker_faust_loop_events_per_s", old_rates, relay_rates,
                           fast_path_speedup=speedup, **on))  # fmt: skip
-        if not args.no_direct:
-            print(_figure("direct_events_per_s", direct_rates, relay_rates, **on))
-            print(_figure("direct_changelog_bytes_per_event", direct_bytes, None, **on))
         if eos_rates:
             cost = _ratio(eos_rates, worker_rates)
             print(_figure("worker_exactly_once_events_per_s", eos_rates, relay_rates,

@@ -26,6 +26,9 @@ from loopguard.streams.worker.faust.batches import ack_all
 from loopguard.streams.worker.faust.bulk import Bulk
 
 TOPIC = "unit.tool-calls"
+BULK_MAX = 100  # records per bulk in a rig with bulks on (streams/worker/faust/bulk.py)
+# What makes the conductor's path wait, so that no direct delivery may happen
+CONDUCTOR_WAITS = ("flow suspended", "index being updated", "producer buffer over its limit")
 TP0 = TP(TOPIC, 0)
 Hook = Callable[[int], Awaitable[None]]
 Fetch = dict[TP, list[ConsumerRecord[bytes, bytes]]]
@@ -145,7 +148,7 @@ async def build_rig(
     """
     wiring = unit_wiring(tmp_path, "unit-drain")
     app = wiring.app
-    app.bulk_max_records = 100 if bulks else 0  # tests/unit/test_faust_bulk.py
+    app.bulk_max_records = BULK_MAX if bulks else 0
     if subscribe_inputs:
         app.topics.add(wiring.inputs)
     await app.topics._update_indices()
@@ -172,6 +175,19 @@ async def build_rig(
         yield rig
     finally:
         close_unstarted(consumer)
+
+
+async def make_the_conductor_wait(app: Any, condition: str) -> None:
+    """Bring about one of `CONDUCTOR_WAITS` on the rig's app."""
+    if condition == "flow suspended":
+        app.flow_control.suspend()
+    elif condition == "index being updated":
+        await app.topics._tp_to_callback_lock.acquire()
+    elif condition == "producer buffer over its limit":
+        app.producer.buffer.max_messages = 0
+        app.producer.buffer.pending.put_nowait(object())
+    else:
+        raise ValueError(condition)
 
 
 async def turns(n: int) -> None:

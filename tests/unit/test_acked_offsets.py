@@ -97,6 +97,20 @@ def _partition(draw: st.DrawFn) -> tuple[int | None, list[tuple[int, int]], list
     return committed, holes, [*steps, None, None]
 
 
+def _pair(
+    committed: int | None, holes: list[tuple[int, int]]
+) -> tuple[SimpleNamespace, SimpleNamespace]:
+    """Our state and Faust's, each with the committed offset and the holes in its gap tree."""
+    ours = _state(defaultdict(AckedOffsets), defaultdict(set))
+    faust = _state(defaultdict(list), defaultdict(set))
+    for state in (ours, faust):
+        state._committed_offset[TP0] = committed
+        for start, end in holes:
+            state._gap[TP0].addi(start, end)
+        state._gap[TP0].merge_overlaps()
+    return ours, faust
+
+
 def _ack(state: SimpleNamespace, offset: int, ours: bool) -> None:
     """Faust's `Consumer.ack` bookkeeping for one record, on either representation."""
     committed = state._committed_offset[TP0]
@@ -112,13 +126,7 @@ def _ack(state: SimpleNamespace, offset: int, ours: bool) -> None:
 @given(_partition())
 def test_commits_are_the_ones_faust_makes(case: tuple[Any, list[Any], list[Any]]) -> None:
     committed, holes, steps = case
-    ours = _state(defaultdict(AckedOffsets), defaultdict(set))
-    faust = _state(defaultdict(list), defaultdict(set))
-    for state in (ours, faust):
-        state._committed_offset[TP0] = committed
-        for start, end in holes:
-            state._gap[TP0].addi(start, end)
-        state._gap[TP0].merge_overlaps()
+    ours, faust = _pair(committed, holes)
     for step in steps:
         if step is not None:
             _ack(ours, step, ours=True)
@@ -146,14 +154,8 @@ def _faust_below(state: SimpleNamespace, limit: int) -> int | None:
 @given(_partition(), st.integers(min_value=0, max_value=62))
 def test_a_commit_limit_is_never_passed(case: tuple[Any, list[Any], list[Any]], limit: int) -> None:
     committed, holes, steps = case
-    ours = _state(defaultdict(AckedOffsets), defaultdict(set))
-    faust = _state(defaultdict(list), defaultdict(set))
-    for state in (ours, faust):
-        state._committed_offset[TP0] = committed
-        for start, end in holes:
-            state._gap[TP0].addi(start, end)
-        state._gap[TP0].merge_overlaps()
-        state.commit_limits = {TP0: limit}
+    ours, faust = _pair(committed, holes)
+    ours.commit_limits = faust.commit_limits = {TP0: limit}
     for step in steps:
         if step is not None:
             _ack(ours, step, ours=True)

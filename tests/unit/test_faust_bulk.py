@@ -23,7 +23,16 @@ from loopguard.streams.processing.driver import _ms
 from loopguard.streams.worker.faust.batches import ack_all, take_batches
 from loopguard.streams.worker.faust.bulk import Bulk, RecordView, messages_of, records_in
 from loopguard.streams.worker.faust.delivery import BULK_QUEUE_ITEMS, Deliveries
-from tests.unit.faust_rig import TOPIC, TP0, Rig, build_rig, records, turns
+from tests.unit.faust_rig import (
+    CONDUCTOR_WAITS,
+    TOPIC,
+    TP0,
+    Rig,
+    build_rig,
+    make_the_conductor_wait,
+    records,
+    turns,
+)
 
 
 @pytest.fixture
@@ -108,27 +117,6 @@ async def test_records_already_read_go_record_by_record_and_are_dropped(rig: Rig
     assert [records_in(i) for i in items] == [5, 1, 1, 1, 1]
 
 
-async def test_a_fetch_that_straddles_a_suspension_delivers_no_bulk(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    rig.committed = 3
-    rig.fetches = [records(b"b1", range(10)), records(b"b2", range(3, 10))]
-    inner = rig.consumer._wait_next_records
-    fetches = 0
-
-    async def wait_next_records(timeout: float) -> Any:  # noqa: ASYNC109  # Faust's signature
-        nonlocal fetches
-        fetches += 1
-        result = await inner(timeout)
-        if fetches == 1:  # in flight while recovery stops the flow, seeks and resumes it
-            await rig.consumer.perform_seek()
-        return result
-
-    monkeypatch.setattr(rig.consumer, "_wait_next_records", wait_next_records)
-    await rig.run()
-    assert (rig.received, rig.seeks) == ([(b"b2", o) for o in range(3, 10)], 2)
-
-
 async def test_a_seek_after_a_bulk_reads_again_from_the_seek(rig: Rig) -> None:
     rig.committed = 60
     rig.fetches = [records(b"b1", range(150)), records(b"b2", range(60, 120))]
@@ -142,28 +130,15 @@ async def test_a_seek_after_a_bulk_reads_again_from_the_seek(rig: Rig) -> None:
     assert rig.consumer._read_offset[TP0] == 119
 
 
-@pytest.mark.parametrize(
-    "condition",
-    [
-        "flow suspended",
-        "index being updated",
-        "producer buffer over its limit",
-        "queue holds bulks",
-    ],
-)
+@pytest.mark.parametrize("condition", [*CONDUCTOR_WAITS, "queue holds bulks"])
 async def test_no_bulk_is_delivered_when_it_could_not_be_delivered_record_by_record(
     rig: Rig, condition: str
 ) -> None:
     app = rig.wiring.app
     queue = rig.wiring.inputs.queue
     deliveries = Deliveries(app)
-    if condition == "flow suspended":
-        app.flow_control.suspend()
-    elif condition == "index being updated":
-        await app.topics._tp_to_callback_lock.acquire()
-    elif condition == "producer buffer over its limit":
-        app.producer.buffer.max_messages = 0
-        app.producer.buffer.pending.put_nowait(object())
+    if condition in CONDUCTOR_WAITS:
+        await make_the_conductor_wait(app, condition)
     else:
         for start in range(0, 10 * BULK_QUEUE_ITEMS, 10):
             fetched = records(b"v", range(start, start + 10))[TP0]

@@ -18,7 +18,14 @@ from faust.types import TP
 
 from loopguard.streams.worker.faust.delivery import Deliveries
 from loopguard.streams.worker.faust.drain import start_eagerly
-from tests.unit.faust_rig import TP0, Rig, build_rig, records
+from tests.unit.faust_rig import (
+    CONDUCTOR_WAITS,
+    TP0,
+    Rig,
+    build_rig,
+    make_the_conductor_wait,
+    records,
+)
 
 
 @pytest.fixture
@@ -59,20 +66,12 @@ async def test_a_record_arrives_as_the_conductor_delivers_it(rig: Rig) -> None:
     assert [e.message.refcount for e in by_direct] == [1] * 5
 
 
-@pytest.mark.parametrize(
-    "condition", ["flow suspended", "index being updated", "producer buffer over its limit"]
-)
+@pytest.mark.parametrize("condition", CONDUCTOR_WAITS)
 async def test_nothing_is_delivered_when_the_conductor_would_wait(rig: Rig, condition: str) -> None:
     app = rig.wiring.app
     queue = rig.wiring.inputs.queue
     deliveries = Deliveries(app)
-    if condition == "flow suspended":
-        app.flow_control.suspend()
-    elif condition == "index being updated":
-        await app.topics._tp_to_callback_lock.acquire()
-    else:
-        app.producer.buffer.max_messages = 0
-        app.producer.buffer.pending.put_nowait(object())
+    await make_the_conductor_wait(app, condition)
     (message,) = _messages(rig, b"v", range(1))
     assert (deliveries.of(TP0)(message), queue.qsize(), message.refcount) == (False, 0, 0)
 

@@ -22,7 +22,7 @@ from faust.types import TP
 from mode.services import WaitResults
 
 from loopguard.streams.worker.faust.drain import YIELD_EVERY, start_eagerly
-from tests.unit.faust_rig import TP0, Rig, build_rig, records, turns
+from tests.unit.faust_rig import BULK_MAX, TP0, Rig, build_rig, records, turns
 
 
 @pytest.fixture(params=[True, False], ids=["fast path", "Faust's loop"])
@@ -142,9 +142,11 @@ async def test_a_callback_blocked_in_flow_control_is_abandoned_when_the_flow_sto
     assert rig.received == expected
 
 
+@pytest.mark.parametrize("bulks", [False, True], ids=["record by record", "bulks"])
 async def test_a_fetch_that_straddles_a_suspension_is_read_again_from_the_commit(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, bulks: bool
 ) -> None:
+    rig.wiring.app.bulk_max_records = BULK_MAX if bulks else 0  # no bulk of the stale fetch
     rig.committed = 3
     rig.fetches = [records(b"b1", range(10)), records(b"b2", range(3, 10))]
     inner = rig.consumer._wait_next_records

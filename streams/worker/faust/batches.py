@@ -34,7 +34,7 @@ from mode.utils.futures import notify
 
 from loopguard.streams.worker.faust.bulk import Bulk, records_in
 
-__all__ = ["ack_all", "take_batches"]
+__all__ = ["ack_all", "ack_offset", "take_batches"]
 
 
 async def take_batches(stream: Any, max_events: int) -> AsyncIterator[list[Any]]:
@@ -69,18 +69,11 @@ async def take_batches(stream: Any, max_events: int) -> AsyncIterator[list[Any]]
 def ack_all(consumer: Any, events: list[Any]) -> None:
     """Ack each event of a batch as `Event.ack` acks it (the module docstring), in one pass."""
     acks_enabled_for = consumer.app.topics.acks_enabled_for
-    committed_of = consumer._committed_offset
-    acked_of = consumer._acked  # AckedOffsets per partition (acked.py)
-    unacked = consumer._unacked_messages
     counted = 0
     tracked = False
     with ack_lock:  # as `Message.ack`: test-and-set and bookkeeping in one step
         for event in events:
-            message = event.message
-            if type(event) is Bulk:
-                counted += _ack_bulk(consumer, event)
-                tracked = True
-                continue
+            message = event.message  # a bulk's stands for all its records (bulk.py)
             if type(message) is not ConsumerMessage:
                 message.ack(consumer)  # another kind of message: its own final ack
                 continue
@@ -90,31 +83,38 @@ def ack_all(consumer: Any, events: list[Any]) -> None:
             if not acks_enabled_for(message.topic):
                 continue
             tracked = True
-            tp, offset = message.tp, message.offset
-            committed = committed_of[tp]
-            if (committed is None or offset >= committed) and acked_of[tp].add(offset):
-                unacked.discard(message)
-                counted += 1
+            if type(event) is Bulk:
+                counted += _ack_bulk(consumer, event)
+            else:
+                counted += ack_offset(consumer, message)
         consumer._n_acked += counted
         if tracked:
             notify(consumer._waiting_for_ack)
 
 
-def _ack_bulk(consumer: Any, bulk: Bulk) -> int:
-    """Ack a bulk's records as `ack_all` acks an event each (bulk.py); how many were new.
+def ack_offset(consumer: Any, message: Any) -> bool:
+    """Add an acked record's offset to its partition's acked offsets (acked.py) unless it is
+    below the committed offset or in already; True when it was added (it then leaves the
+    unacked set). Faust's per-record bookkeeping, for `ack_all` and the consumer's `ack`;
+    called under Faust's ack lock, the acks enabled for the record's topic."""
+    tp, offset = message.tp, message.offset
+    committed = consumer._committed_offset[tp]
+    if (committed is None or offset >= committed) and consumer._acked[tp].add(offset):
+        consumer._unacked_messages.discard(message)
+        return True
+    return False
 
-    Called under Faust's ack lock. The bulk's message (its last record's) carries the
-    reference and the acked flag for all of them: a bulk is acked once, whole."""
+
+def _ack_bulk(consumer: Any, bulk: Bulk) -> int:
+    """Add a bulk's offsets from the committed one on to its partition's acked offsets as one
+    range, as `ack_offset` adds each record's; how many were new. Its message, acked once for
+    all of them, leaves the unacked set."""
     message = bulk.message
-    if message.acked or message.decref():
-        return 0
-    message.acked = True
-    if not consumer.app.topics.acks_enabled_for(message.topic):
-        return 0
     consumer._unacked_messages.discard(message)
     tp, end = message.tp, message.offset + 1
     committed = consumer._committed_offset[tp]
-    start = bulk.first if committed is None else max(bulk.first, committed)
+    first = bulk.records[0].offset
+    start = first if committed is None else max(first, committed)
     if start >= end:
         return 0
     acked = consumer._acked[tp]

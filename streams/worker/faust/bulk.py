@@ -42,13 +42,12 @@ class RecordView(NamedTuple):
 class Bulk:
     """Records of one partition, consecutive offsets, delivered to the agent as one item."""
 
-    __slots__ = ("event", "first", "message", "records")
+    __slots__ = ("event", "message", "records")
 
     def __init__(self, event: Any, records: list[Any]) -> None:
         self.event = event  # the Faust event of the last record
         self.message = event.message  # its Faust message: tracked, referenced, acked
         self.records = records  # aiokafka `ConsumerRecord`s, lowest offset first
-        self.first: int = records[0].offset
 
 
 def records_in(item: Any) -> int:

@@ -127,38 +127,35 @@ class Direct:
                 self._queue = channel.queue
                 self._make = channel.schema.event_maker(app)
 
+    def _would_wait(self) -> bool:
+        """Whether a step of the conductor's path could wait now, the queue's room aside (or
+        the partition is not this delivery's to take: several channels, another schema)."""
+        return (
+            self._make is None or self._index_locked() or not self._flow_on() or self._buffer_over()
+        )
+
     def __call__(self, message: Any) -> bool:
         """Deliver `message` and return True, or deliver nothing and return False."""
-        make, queue = self._make, self._queue
-        if (
-            make is None
-            or self._index_locked()
-            or not self._flow_on()
-            or self._buffer_over()
-            or queue.full()
-        ):
+        if self._would_wait() or self._queue.full():
             return False
+        assert self._make is not None  # _would_wait says so
         message.incref(1)
-        queue.put_nowait_enhanced(
-            make(message), on_pressure_high=self._high, on_pressure_drop=self._drop
+        self._queue.put_nowait_enhanced(
+            self._make(message), on_pressure_high=self._high, on_pressure_drop=self._drop
         )
         return True
 
     def bulk(self, tp: TP, records: list[Any], to_message: Callable[[TP, Any], Any]) -> bool:
         """Deliver `records` (of `tp`) as one `Bulk` (bulk.py) and return True, or deliver
         nothing and return False; `to_message` makes the Faust message of the last one."""
-        make, queue = self._make, self._queue
-        if (
-            make is None
-            or self._index_locked()
-            or not self._flow_on()
-            or self._buffer_over()
-            or queue.qsize() >= BULK_QUEUE_ITEMS
-        ):
+        if self._would_wait() or self._queue.qsize() >= BULK_QUEUE_ITEMS:
             return False
+        assert self._make is not None  # _would_wait says so
         message = to_message(tp, records[-1])
         message.incref(1)
-        queue.put_nowait_enhanced(
-            Bulk(make(message), records), on_pressure_high=self._high, on_pressure_drop=self._drop
+        self._queue.put_nowait_enhanced(
+            Bulk(self._make(message), records),
+            on_pressure_high=self._high,
+            on_pressure_drop=self._drop,
         )
         return True

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine, Generator
+from collections.abc import Awaitable, Coroutine, Generator
 from typing import Any, Protocol
 
 from aiokafka.errors import IllegalStateError
@@ -163,10 +163,7 @@ async def drain_messages(consumer: Any, fetcher: Any, *, bulk_max: int = 0) -> N
                     rest[tp] = fetched[done:] if done else fetched
             if since_yield >= YIELD_EVERY:
                 since_yield = 0
-                read_offsets.update(batch_read)
-                batch_read.clear()
-                await sleep(0)  # the agent takes the bulks meanwhile
-                deliveries.reset()
+                await _between(sleep(0), read_offsets, batch_read, deliveries)  # agent's turn
                 if _interrupted(consumer, epoch, generation):
                     rest = {}  # fetched before a suspension: read again from the commit
             for tp, record in consumer.scheduler.iterate(rest):
@@ -178,29 +175,22 @@ async def drain_messages(consumer: Any, fetcher: Any, *, bulk_max: int = 0) -> N
                     continue  # already read (a redelivery after a seek): Faust drops it too
                 message = to_message(tp, record)
                 if read and offset - read > 1 and acks_enabled_for(message.topic):
-                    read_offsets.update(batch_read)
-                    batch_read.clear()
-                    await consumer._add_gap(tp, read + 1, offset)
-                    deliveries.reset()
+                    gap = consumer._add_gap(tp, read + 1, offset)
+                    await _between(gap, read_offsets, batch_read, deliveries)
                     if _interrupted(consumer, epoch, generation):
                         break
                 if not deliver_of(tp)(message):  # would wait: the conductor's own path
                     blocked = start_eagerly(callback(message))
                     if blocked is not None:
-                        read_offsets.update(batch_read)
-                        batch_read.clear()
-                        result = await consumer.wait_first(blocked, suspend_flow.wait())
-                        deliveries.reset()
+                        race = consumer.wait_first(blocked, suspend_flow.wait())
+                        result = await _between(race, read_offsets, batch_read, deliveries)
                         if result.stopped or _interrupted(consumer, epoch, generation):
                             break  # abandoned, as Faust abandons it; its offset stays unread
                 batch_read[tp] = offset
                 since_yield += 1
                 if since_yield >= YIELD_EVERY:
                     since_yield = 0
-                    read_offsets.update(batch_read)
-                    batch_read.clear()
-                    await sleep(0)  # the agent drains its queue meanwhile
-                    deliveries.reset()
+                    await _between(sleep(0), read_offsets, batch_read, deliveries)  # agent's turn
                     if _interrupted(consumer, epoch, generation):
                         break
             read_offsets.update(batch_read)
@@ -211,6 +201,21 @@ async def drain_messages(consumer: Any, fetcher: Any, *, bulk_max: int = 0) -> N
             unset_flag(CONSUMER_FETCHING)
     finally:
         unset_flag(CONSUMER_FETCHING)
+
+
+async def _between(
+    step: Awaitable[Any],
+    read_offsets: dict[TP, int | None],
+    batch_read: dict[TP, int],
+    deliveries: Deliveries,
+) -> Any:
+    """Await one step of the loop: the batch's read offsets written back before it (so a seek
+    during it wins), the channels looked up again after it (a rebalance may change them)."""
+    read_offsets.update(batch_read)
+    batch_read.clear()
+    result = await step
+    deliveries.reset()
+    return result
 
 
 def _bulk(

@@ -82,6 +82,7 @@ from mode.utils.futures import notify
 
 from loopguard.streams.kafka.end_offsets import probe_end_offsets
 from loopguard.streams.worker.faust.acked import AckedOffsets
+from loopguard.streams.worker.faust.batches import ack_offset
 from loopguard.streams.worker.faust.delivery import buffer_over_limit
 from loopguard.streams.worker.faust.drain import drain_messages
 from loopguard.streams.worker.faust.loop_consumer import InLoop
@@ -315,10 +316,7 @@ class _TunedConsumer(faust_aiokafka.Consumer):
             if not self.app.topics.acks_enabled_for(message.topic):
                 return False
             try:
-                tp, offset = message.tp, message.offset
-                committed = self._committed_offset[tp]
-                if (committed is None or offset >= committed) and self._acked[tp].add(offset):
-                    self._unacked_messages.discard(message)
+                if ack_offset(self, message):
                     self._n_acked += 1
                     return True
                 return False

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import attrgetter
 from typing import Final
 
 from loopguard.detectors.hashkeys import HashKey, hash_key, hash_text
 
-__all__ = ["Record"]
+__all__ = ["Cells", "Record", "record_cells"]
 
 _Rare = tuple[str | None, str | None, str | None, str | None, bool]
 _COMMON: Final[_Rare] = (None, None, None, None, False)
@@ -117,6 +119,26 @@ class Record:
         done._eid = (prefix,)
         return done
 
+    @classmethod
+    def from_cells(
+        cls,
+        tool: str,
+        args_hash: str,
+        result_key: HashKey | None,
+        seq: int,
+        eid: str | tuple[str] | None,
+        rare: _Rare | None,
+    ) -> Record:
+        """The record whose `record_cells` these are (detectors/packed.py keeps records so)."""
+        rec = _new_record(cls)
+        rec.tool = tool
+        rec.args_hash = args_hash
+        rec.result_key = result_key
+        rec.seq = seq
+        rec._eid = eid
+        rec._rare = rare
+        return rec
+
     @property
     def event_id(self) -> str | None:
         """The id of the tool_result that completed the record, or None."""
@@ -201,3 +223,11 @@ class Record:
             f"event_id={self.event_id!r}, outcome_kind={self.outcome_kind!r}, "
             f"failure_identity={self.failure_identity!r}, no_progress={self.no_progress!r})"
         )
+
+
+# A record's slots as they are, for detectors/packed.py: (tool, args_hash, result_key, seq, the
+# event id or `(prefix,)`, the five rare fields or None); `Record.from_cells` takes them back.
+Cells = tuple[str, str, HashKey | None, int, str | tuple[str] | None, _Rare | None]
+record_cells: Callable[[Record], Cells] = attrgetter(
+    "tool", "args_hash", "result_key", "seq", "_eid", "_rare"
+)

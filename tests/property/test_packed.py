@@ -1,0 +1,128 @@
+"""A run's packed form (detectors/packed.py) gives back an equal state, whatever it holds, and
+packing a run between any two of its events changes none of its decisions."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from loopguard.detectors import CONFIGURABLE, OPENCLAW_2026_9, Record, RunState, Thresholds
+from loopguard.detectors.hashkeys import hash_key
+from loopguard.detectors.packed import pack, unpack
+from loopguard.detectors.records import record_cells
+from tests.property.test_engine_laws import run, script, steps_st, thresholds
+
+DIGEST = hashlib.sha256(b"x").hexdigest()
+
+# What a JavaScript runtime's JSON.stringify can hand us, lone surrogates included, and what
+# the engine interns: '<prefix><64 hex>', near misses (uppercase, a trailing newline).
+_any = st.text(st.characters(codec=None, categories=None), max_size=10)
+texts = st.one_of(
+    _any,
+    st.builds(lambda p: p + DIGEST, st.sampled_from(["", "read:", "error:", "exec:", "é:"])),
+    st.builds(lambda p, s: p + DIGEST + s, _any, st.sampled_from(["", "\n", "A"])),
+    st.builds(lambda p: p + DIGEST.upper(), st.text(max_size=4)),
+)
+# Seqs are any JSON integer: negative, past 64 bits (JavaScript writes 1e20 as digits).
+seqs = st.one_of(st.integers(0, 40), st.integers(-(2**70), 2**70))
+optional = st.none() | texts
+
+
+@st.composite
+def records(draw: st.DrawFn, history: list[Record]) -> Record:
+    """A record as the engine makes them: pending, completed (its event id's prefix shared
+    with the run's records when it is `<prefix><seq>`), or with any rare field set."""
+    tool, args_hash, seq = draw(texts), draw(texts), draw(seqs)
+    how = draw(st.sampled_from(["pending", "completed", "any"]))
+    if how == "pending":
+        return Record.pending(tool, args_hash, draw(optional), seq)
+    if how == "completed":
+        event_id = draw(st.none() | texts | st.builds(lambda p: p + str(seq), texts))
+        result = hash_key(draw(texts))
+        return Record.completed(tool, args_hash, result, draw(optional), seq, event_id, history)
+    return Record(
+        tool,
+        args_hash,
+        draw(optional),
+        draw(optional),
+        draw(optional),
+        seq,
+        draw(optional),
+        draw(st.sampled_from([None, "tool-loop-veto", "terminal-exec-failure"])),
+        draw(optional),
+        draw(st.booleans()),
+    )
+
+
+@st.composite
+def states(draw: st.DrawFn) -> RunState:
+    """Any RunState: a history of up to 40 records and every other field."""
+    history: list[Record] = []
+    for _ in range(draw(st.integers(0, 40))):
+        history.append(draw(records(history)))
+    marks = st.none() | seqs
+    return RunState(
+        history=history,
+        buckets=draw(st.dictionaries(texts, st.integers(0, 10**6), max_size=4)),
+        agent_id=draw(optional),
+        guard_remaining=draw(st.integers(0, 10)),
+        guard_seq=draw(marks),
+        guard_obs=draw(st.lists(st.tuples(texts, texts, texts), max_size=4)),
+        tool_seq=draw(marks),
+        life_seq=draw(marks),
+        ended_seq=draw(marks),
+        life_done=draw(marks),
+        held=draw(st.lists(st.tuples(seqs, st.sampled_from(["compaction", "run_end"])))),
+    )
+
+
+def _same(a: RunState, b: RunState) -> None:
+    assert a == b
+    assert a.to_json() == b.to_json()
+    # the records' slots as they were: an event id's `(prefix,)` form and the rare fields too
+    assert [record_cells(r) for r in a.history] == [record_cells(r) for r in b.history]
+
+
+@given(states())
+@example(RunState())
+def test_unpack_gives_back_the_state_pack_packed(state: RunState) -> None:
+    _same(unpack(pack(state)), state)
+
+
+def test_a_runs_records_share_their_event_id_prefix_again() -> None:
+    history: list[Record] = []
+    result = hash_key("read:" + DIGEST)
+    for seq in (2, 4, 6):
+        done = Record.completed("read", "read:" + DIGEST, result, None, seq, f"r:{seq}", history)
+        history.append(done)
+    restored = unpack(pack(RunState(history=history)))
+    cells = [record_cells(r)[4] for r in restored.history]
+    assert cells[0] == ("r:",) and all(c is cells[0] for c in cells)
+
+
+@given(
+    steps_st,
+    thresholds(),
+    st.sets(st.integers(0, 200)),
+    st.booleans(),
+    st.sampled_from([CONFIGURABLE, OPENCLAW_2026_9]),
+)
+def test_packing_a_run_between_any_two_events_changes_nothing(
+    steps: list[Any], th: Thresholds, cuts: set[int], results: bool, semantics: Any
+) -> None:
+    th = replace(th, semantics=semantics)
+    events = script(steps, results=results)
+    whole_state = RunState()
+    whole = run(events, th, whole_state)
+    state = RunState()
+    out: list[dict[str, Any]] = []
+    for i, ev in enumerate(events):
+        if i in cuts:
+            state = unpack(pack(state))
+        out += run([ev], th, state)
+    assert out == whole
+    _same(state, whole_state)

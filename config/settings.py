@@ -154,6 +154,9 @@ class Settings(KafkaSecuritySettings):
     data_dir: Path = Path("data")
     run_idle_ttl_seconds: float = Field(default=1_800.0, gt=0)
     run_cache_idle_seconds: float = Field(default=60.0, ge=0)
+    # Runs whose states stay objects; the others are held packed (streams/processing/hot.py,
+    # docs/performance.md "Session 14: packed runs"); 0 keeps every cached run as objects.
+    run_cache_hot_runs: int = Field(default=1_024, ge=0)
     # glibc: malloc_trim after each checkpoint and a fixed mmap threshold
     # (streams/worker/memory.py); no-op elsewhere.
     malloc_trim: bool = True

@@ -137,7 +137,7 @@ class OfflineMetrics(Metrics):
 
     def __init__(self) -> None:
         super().__init__()
-        self.duplicates = self.runs_cached = self.runs_active = _Count()  # type: ignore[assignment]
+        self.duplicates = self.runs_cached = self.runs_active = self.runs_packed = _Count()  # type: ignore[assignment]
 
     def count_events(self, event_type: str, n: int = 1) -> None:
         """Count nothing."""

@@ -31,9 +31,14 @@ from loopguard.detectors import (
     parse_event,
 )
 from loopguard.detectors.process import GivenVerdict
-from loopguard.detectors.state import SavedState
+from loopguard.streams.processing.hot import HotRuns
 from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.processing.partition import LiveRun, PartitionRuns
+from loopguard.streams.processing.partition import (
+    LiveRun,
+    PartitionRuns,
+    Snapshot,
+    snapshot_state,
+)
 from loopguard.streams.processing.stored import decode_stored, encode_stored
 from loopguard.streams.wire.codec import InputRejected, decode_object, encode, run_key
 from loopguard.streams.wire.deadletter import Origin, dead_letter
@@ -91,6 +96,7 @@ class DriverLimits:
     dead_letter_prefix_bytes: int
     run_idle_ttl_ms: int
     run_cache_idle_ms: int
+    hot_runs: int = 0  # runs whose states stay objects, the others packed (0: all; hot.py)
 
     @property
     def sweep_every_ms(self) -> int:
@@ -119,12 +125,12 @@ def _ms(timestamp_s: float | None) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class TakenRun:
-    """A changed run as a checkpoint took it: its cached object, its state's values then."""
+    """A changed run as a checkpoint took it: its cached object, its state then."""
 
     partition: int
     key: bytes
     run: LiveRun
-    saved: SavedState
+    saved: Snapshot
     stamp_ms: int | None
 
 
@@ -154,6 +160,7 @@ class RunDriver:
         self._metrics = metrics
         self._thresholds: dict[str | None, Thresholds] = {}
         self._partitions: dict[int, PartitionRuns] = {}
+        self._hot = HotRuns(limits.hot_runs)
 
     @property
     def has_dirty(self) -> bool:
@@ -237,7 +244,7 @@ class RunDriver:
         run = runs.live.get(key)
         if run is None or (now is not None and self._is_idle(run.stamp_ms, now)):
             run = self._live(runs, partition, key, now)  # a miss, or idle past the TTL
-        state = run.state
+        state = self._hot.use(run)
         saved = state.save()
         # effective_agent and the thresholds cache, inlined: this is the worker's hot path
         agent = state.agent_id if state.agent_id is not None else ev.agent_id
@@ -272,12 +279,13 @@ class RunDriver:
         self.evict_idle()
 
     def take_dirty(self) -> list[TakenRun]:
-        """Each changed run as it is now (its state copied, ~1 µs), no longer dirty: the
-        worker's checkpoint writes them with `write_taken` while batches go on (its agent)."""
+        """Each changed run as it is now (its state copied, ~1 µs, or its packed bytes), no
+        longer dirty: the worker's checkpoint writes them with `write_taken` while batches go
+        on (its agent)."""
         taken: list[TakenRun] = []
         for partition, runs in self._partitions.items():
             for key, run in runs.dirty.items():
-                taken.append(TakenRun(partition, key, run, run.state.save(), run.stamp_ms))
+                taken.append(TakenRun(partition, key, run, run.snapshot(), run.stamp_ms))
                 run.is_dirty = False
             runs.dirty.clear()
         return taken
@@ -287,8 +295,7 @@ class RunDriver:
         partition forgotten or the run swept): the store must not get it back."""
         if self._cached(taken) is None:
             return
-        state = RunState()
-        state.restore(taken.saved)
+        state = snapshot_state(taken.saved)
         self._store.put(taken.partition, taken.key, encode_stored(state, taken.stamp_ms))
 
     def untake(self, taken: Iterable[TakenRun]) -> None:
@@ -308,13 +315,15 @@ class RunDriver:
         """Move runs quiet for the cache idle time, and written, out of memory (stream time)."""
         for runs in self._partitions.values():
             if runs.stream_ms is not None:
-                runs.evict_idle(runs.stream_ms - self._limits.run_cache_idle_ms)
+                self._hot.discard(runs.evict_idle(runs.stream_ms - self._limits.run_cache_idle_ms))
         self.count_runs()
 
     def forget(self, partitions: Iterable[int]) -> None:
         """Drop everything held for partitions whose ownership changed (revoke or assign)."""
         for p in partitions:
-            self._partitions.pop(p, None)
+            runs = self._partitions.pop(p, None)
+            if runs is not None:
+                self._hot.discard(runs.live.values())
         self.count_runs()
 
     def count_runs(self) -> None:
@@ -323,6 +332,9 @@ class RunDriver:
         cold = sum(len(p.cold) for p in self._partitions.values())
         self._metrics.runs_cached.set(cached)
         self._metrics.runs_active.set(cached + cold)
+        self._metrics.runs_packed.set(
+            max(0, cached - len(self._hot)) if self._limits.hot_runs else 0
+        )
 
     def _parse(self, msg: Message, runs: PartitionRuns, obj: dict[str, Any]) -> Event:
         """Validate one decoded message; its key must be its run_id (offline: none, and the
@@ -411,7 +423,7 @@ class RunDriver:
         runs.next_sweep_ms = now + self._limits.sweep_every_ms
         expired = [k for k, run in runs.live.items() if self._is_idle(run.stamp_ms, now)]
         expired += [k for k, stamp_ms in runs.cold.items() if self._is_idle(stamp_ms, now)]
-        runs.drop(expired)
+        self._hot.discard(runs.drop(expired))
         for key in expired:
             self._store.delete(partition, key)
 

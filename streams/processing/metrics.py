@@ -117,6 +117,11 @@ class Metrics:
             "Runs of loopguard_runs_active whose live state is in memory (the others: table).",
             registry=r,
         )
+        self.runs_packed = Gauge(
+            "loopguard_runs_packed",
+            "Runs of loopguard_runs_cached held packed (beyond LOOPGUARD_RUN_CACHE_HOT_RUNS).",
+            registry=r,
+        )
         self.processing_seconds = PerEventHistogram(
             "loopguard_processing_seconds",
             "Processing time per input event (batch time divided by its size).",

@@ -74,6 +74,7 @@ def driver_limits(settings: Settings) -> DriverLimits:
         dead_letter_prefix_bytes=settings.dead_letter_prefix_bytes,
         run_idle_ttl_ms=int(settings.run_idle_ttl_seconds * 1000),
         run_cache_idle_ms=int(settings.run_cache_idle_seconds * 1000),
+        hot_runs=settings.run_cache_hot_runs,
     )
 
 

@@ -35,6 +35,7 @@ from tests.integration.conftest import SessionBroker, grant_workers, worker_sett
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
 PARTITIONS = 4
+HOT_RUNS = 16  # of the fleets' 150 runs: most are packed between their events
 POLICY = {"tools": {"loopDetection": {"enabled": True}}}
 
 
@@ -75,6 +76,9 @@ class Cluster:
             "data_dir": self.tmp / "data",
             "policy_file": policy,
             **worker_settings(self.broker),
+            # Fewer unpacked runs than the fleet has, so that states are packed and unpacked
+            # through every fault (streams/processing/hot.py; the default is 1,024).
+            "run_cache_hot_runs": HOT_RUNS,
             **self.extra_settings,
         }
         self.workers = WorkerLauncher(settings, self.tmp)

@@ -36,6 +36,7 @@ EXPORTED_METRICS: dict[str, str] = {
     "loopguard_duplicates": "counter",
     "loopguard_runs_active": "gauge",
     "loopguard_runs_cached": "gauge",
+    "loopguard_runs_packed": "gauge",
     "loopguard_processing_seconds": "histogram",
 }
 
@@ -62,6 +63,7 @@ EXPORTED_LABELS: dict[str, dict[str, frozenset[str] | None]] = {
     "loopguard_duplicates": {},
     "loopguard_runs_active": {},
     "loopguard_runs_cached": {},
+    "loopguard_runs_packed": {},
     "loopguard_processing_seconds": {"le": None},
 }
 

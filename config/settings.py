@@ -138,6 +138,10 @@ class Settings(KafkaSecuritySettings):
     # How long unread fetched records of one partition hold back fetches of the others on
     # the same broker (aiokafka's 100 ms; streams/worker/faust/internals.py says why 0).
     fetch_prefetch_backoff_ms: int = Field(default=0, ge=0, le=60_000)
+    # The most records one poll hands the worker (Faust's broker_max_poll_records); 0: one
+    # batch, LOOPGUARD_BATCH_MAX_EVENTS. Fewer records read ahead: less memory when catching
+    # up on a backlog, and a faster worker (docs/performance.md, "Session 14: packed runs").
+    fetch_max_records: int = Field(default=0, ge=0, le=1_000_000)
     faust_fast_path: bool = True  # off: Faust's own drain loop (docs/performance.md)
     # off: the fast path delivers record by record (streams/worker/faust/bulk.py)
     faust_bulk_delivery: bool = True

@@ -79,6 +79,7 @@ def build_app(settings: Settings, metrics: Metrics) -> Wiring:
         producer_linger=0.005,
         producer_max_batch_size=512 * 1024,
         stream_buffer_maxsize=max(4096, 2 * settings.batch_max_events),
+        broker_max_poll_records=settings.fetch_max_records or settings.batch_max_events,
     )
     app.fetch_max_wait_ms = settings.fetch_max_wait_ms
     app.fetch_prefetch_backoff_ms = settings.fetch_prefetch_backoff_ms

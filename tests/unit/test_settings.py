@@ -35,7 +35,7 @@ def test_defaults_match_the_documented_contract() -> None:
         1_048_576,
         256,
     )
-    assert s.run_cache_idle_seconds == 60.0
+    assert (s.run_cache_idle_seconds, s.run_cache_hot_runs, s.fetch_max_records) == (60.0, 1024, 0)
     assert (s.fetch_max_wait_ms, s.session_timeout_ms, s.heartbeat_ms) == (100, 6000, 1000)
     assert (s.rebalance_timeout_ms, s.recovery_consistency_check) == (6000, True)
     assert (s.log_level, s.app_id, s.channel_tools, s.policy_file) == (

@@ -245,6 +245,8 @@ def breakdown(n: int, results: list[dict[str, Any]]) -> dict[str, Any]:
             lambda r: r["probe_after"]["after_trim"]["rss"] - r["before"]
         ),
         "run_cache_deep": per_run(lambda r: after(r, "cache", "deep_bytes")),
+        "run_cache_packed": per_run(lambda r: after(r, "cache", "packed_bytes")),
+        "runs_packed": statistics.median(after(r, "cache", "packed_runs") for r in results),
         "smaps_heap": per_run(lambda r: delta(r, "smaps", "heap")),
         "smaps_anon_mmap": per_run(lambda r: delta(r, "smaps", "anon_mmap")),
         "smaps_file": per_run(lambda r: delta(r, "smaps", "file")),
@@ -332,6 +334,13 @@ def breakdown(n: int, results: list[dict[str, Any]]) -> dict[str, Any]:
             {"site": t["site"], "bytes_per_run": round(t["bytes"] / n), "count": t["count"]}
             | ({"stack": t["stack"]} if "stack" in t else {})
             for t in top[1:21]
+        ]
+    peak = results[0]["probe_after"].get("tracemalloc_peak") or []
+    if peak:  # MEMPROBE_PEAK=1: the traced heap at its highest during the load
+        parts["tracemalloc_peak_growth"] = round(peak[0]["total_growth"] / n)
+        parts["tracemalloc_peak_top"] = [
+            {"site": t["site"], "bytes_per_run": round(t["bytes"] / n), "count": t["count"]}
+            for t in peak[1:16]
         ]
     census = results[0]["probe_after"].get("census") or []
     if census:

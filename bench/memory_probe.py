@@ -230,6 +230,42 @@ def tracemalloc_top(probe: dict[str, Any], limit: int = 25) -> list[dict[str, An
     return out
 
 
+def watch_peak(probe: dict[str, Any], every_s: float = 0.2) -> None:
+    """Under PYTHONTRACEMALLOC with MEMPROBE_PEAK=1: from the first /memprobe call on, keep a
+    snapshot of the traced heap at its highest (a thread samples the traced size and takes a
+    snapshot each time it grew 5 % past the last one), for `peak_top`."""
+    if not tracemalloc.is_tracing() or os.environ.get("MEMPROBE_PEAK") != "1":
+        return
+    import threading
+    import time
+
+    def watch() -> None:
+        high = 0
+        while True:
+            time.sleep(every_s)
+            now = tracemalloc.get_traced_memory()[0]
+            if now > high * 1.05:
+                probe["peak_snapshot"] = tracemalloc.take_snapshot()
+                high = probe["peak_bytes"] = tracemalloc.get_traced_memory()[0]
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def peak_top(probe: dict[str, Any], limit: int = 25) -> list[dict[str, Any]]:
+    """Allocation sites at the traced heap's peak (`watch_peak`) against the first call's."""
+    peak, base = probe.get("peak_snapshot"), probe.get("tracemalloc_base")
+    if peak is None or base is None:
+        return []
+    stats = peak.compare_to(base, "lineno")
+    stats.sort(key=lambda s: -s.size_diff)
+    out: list[dict[str, Any]] = [{"total_growth": sum(s.size_diff for s in stats)}]
+    out += [
+        {"site": _where(s.traceback[0]), "bytes": s.size_diff, "count": s.count_diff}
+        for s in stats[:limit]
+    ]
+    return out
+
+
 def _where(frame: tracemalloc.Frame) -> str:
     where = frame.filename.replace(str(REPO) + "/", "")
     return f"{re.sub(r'.*/site-packages/', '', where)}:{frame.lineno}"
@@ -283,9 +319,12 @@ def report(probe: dict[str, Any], trim: bool) -> dict[str, Any]:
     wiring, processor = probe["wiring"], probe["processor"]
     out: dict[str, Any] = {"rss": rss_bytes(os.getpid())}
     runs = {p: held.live for p, held in processor.driver.partitions.items()}
+    packed = [run.packed for r in runs.values() for run in r.values() if run.packed is not None]
     out["cache"] = {
         "runs": sum(len(r) for r in runs.values()),
         "deep_bytes": deep_size(runs),
+        "packed_runs": len(packed),  # streams/processing/hot.py
+        "packed_bytes": sum(sys.getsizeof(p) for p in packed),
     }
     out["table"] = rocksdb_info(wiring.table)
     out["changelog_applied"] = dict(_CHANGELOG_APPLIED)  # table rows read back from Kafka
@@ -303,6 +342,10 @@ def report(probe: dict[str, Any], trim: bool) -> dict[str, Any]:
     out["pymalloc"] = pymalloc_info()
     out["gc_objects"] = len(gc.get_objects())
     out["tracemalloc"] = tracemalloc_top(probe)
+    if "peak_watch" not in probe:
+        probe["peak_watch"] = True
+        watch_peak(probe)
+    out["tracemalloc_peak"] = peak_top(probe)
     out["census"] = type_census(probe)
     if trim:
         gc.collect()

@@ -318,12 +318,17 @@ async def main() -> None:
         "--floor-modes", default=",".join(FLOOR_MODES),
         help=f"with --floor: which floors, comma-separated (default {','.join(FLOOR_MODES)})",
     )  # fmt: skip
+    ap.add_argument(
+        "--active-runs", type=int, default=RUNS,
+        help=f"runs the calls are spread over (default {RUNS:,}; beyond the worker's "
+        "LOOPGUARD_RUN_CACHE_HOT_RUNS, states are packed between their events)",
+    )  # fmt: skip
     add_broker_argument(ap)
     args = ap.parse_args()
     calls = 10_000 if args.quick else 100_000
     runs = args.runs or (2 if args.quick else 3)
     extra_env = dict(item.split("=", 1) for item in args.worker_env)
-    records = workload(calls)
+    records = workload(calls, args.active_runs)
     workdir = Path(tempfile.mkdtemp(prefix="loopguard-bench-"))
     try:
         await _bench(args, runs, records, extra_env, workdir)
@@ -405,7 +410,8 @@ async def _bench(
         if args.profile:  # an extra, unmeasured run: cProfile slows the worker ~3x
             await run_worker(broker, source, "prof", total, workdir, args.profile, extra_env)
             print(f"# profile written to {args.profile}", file=sys.stderr)
-        on = {"events": total, "broker": args.broker}
+        on = {"events": total, "broker": args.broker, "active_runs": args.active_runs}
+        on |= {"worker_env": extra_env} if extra_env else {}
         print(_figure("worker_events_per_s", worker_rates, relay_rates, **on))
         print(_figure("changelog_bytes_per_event", bytes_per_event, None, **on))
         if old_rates:

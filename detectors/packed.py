@@ -77,13 +77,10 @@ def _key_table(
 ) -> tuple[tuple[bytes, ...], tuple[str, bytes | tuple[int, ...]], bytes, tuple[str, ...]]:
     """(prefixes, each key's kind column, the digests joined, the text keys) of hash keys."""
     digest_keys = [k for k in keys if type(k) is bytes]
-    texts = tuple(k for k in keys if type(k) is str)
-    prefix_of = [k[:-_DIGEST] for k in digest_keys]
-    prefixes = {p: i for i, p in enumerate(dict.fromkeys(prefix_of))}
-    kinds = [prefixes[p] for p in prefix_of]
-    if texts:  # rare (a privacy-mode edge's own hashes): a text key's kind is past every prefix's
-        it = iter(kinds)
-        kinds = [next(it) if type(k) is bytes else len(prefixes) for k in keys]
+    texts = tuple(k for k in keys if type(k) is str)  # a privacy-mode edge's own hashes
+    prefixes = {p: i for i, p in enumerate(dict.fromkeys(k[:-_DIGEST] for k in digest_keys))}
+    text_kind = len(prefixes)  # a text key's kind: past every prefix's index
+    kinds = [prefixes[k[:-_DIGEST]] if type(k) is bytes else text_kind for k in keys]
     digests = b"".join([k[-_DIGEST:] for k in digest_keys])
     return tuple(prefixes), _column(kinds), digests, texts
 
@@ -121,11 +118,9 @@ def pack(state: RunState) -> bytes:
         tools, args, results, seqs, eids, rares = zip(*map(record_cells, history), strict=True)
     tool_index = {t: i for i, t in enumerate(dict.fromkeys(tools))}
     arg_index = {a: i for i, a in enumerate(dict.fromkeys(args))}
-    result_index = {
-        r: i for i, r in enumerate(dict.fromkeys(r for r in results if r is not None), 1)
-    }
-    result_index[None] = 0  # type: ignore[index]  # pending
-    keys = [hash_key(a) for a in arg_index] + [r for r in result_index if r is not None]
+    result_keys = list(dict.fromkeys(r for r in results if r is not None))
+    result_index = {r: i for i, r in enumerate(result_keys, 1)}  # 0: pending
+    keys = [hash_key(a) for a in arg_index] + result_keys
     eprefixes: dict[str, int] = {}
     first = seqs[0] if seqs else 0
     return marshal.dumps(
@@ -145,7 +140,7 @@ def pack(state: RunState) -> bytes:
             *_key_table(keys),
             _column([tool_index[t] for t in tools]),
             _column([arg_index[a] for a in args]),
-            _column([result_index[r] for r in results]),  # type: ignore[index]
+            _column([0 if r is None else result_index[r] for r in results]),
             first,
             _column([b - a for a, b in zip((first, *seqs), seqs, strict=False)], signed=True),
             tuple(

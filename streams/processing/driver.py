@@ -130,7 +130,7 @@ class TakenRun:
     partition: int
     key: bytes
     run: LiveRun
-    saved: Snapshot
+    snapshot: Snapshot
     stamp_ms: int | None
 
 
@@ -295,7 +295,7 @@ class RunDriver:
         partition forgotten or the run swept): the store must not get it back."""
         if self._cached(taken) is None:
             return
-        state = snapshot_state(taken.saved)
+        state = snapshot_state(taken.snapshot)
         self._store.put(taken.partition, taken.key, encode_stored(state, taken.stamp_ms))
 
     def untake(self, taken: Iterable[TakenRun]) -> None:

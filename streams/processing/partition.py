@@ -58,7 +58,11 @@ class LiveRun:
     def snapshot(self) -> Snapshot:
         """The state as it is now, out of reach of later events (`snapshot_state` reads it):
         the packed bytes as they are, or the state's saved values (RunState.save)."""
-        return self._packed if self._state is None else self._state.save()  # type: ignore[return-value]
+        state = self._state
+        if state is None:
+            assert self._packed is not None
+            return self._packed
+        return state.save()
 
 
 def snapshot_state(snapshot: Snapshot) -> RunState:

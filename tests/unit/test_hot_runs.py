@@ -24,9 +24,8 @@ POLICY = load_policy({"tools": {"loopDetection": {"enabled": True}}})
 TTL_MS = 60_000
 
 
-def _run(n_records: int = 2) -> LiveRun:
-    state = RunState(tool_seq=n_records)
-    return LiveRun(state)
+def _run(tool_seq: int = 2) -> LiveRun:
+    return LiveRun(RunState(tool_seq=tool_seq))
 
 
 def test_the_least_recently_used_run_beyond_the_limit_is_packed() -> None:

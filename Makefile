@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)  ## virtualenv with loopguard[dev]
+install: $(STAMP)  ## virtualenv with loopguard-fleet[dev]
 
 run: $(STAMP)  ## embedded broker + worker + demo fleet (Ctrl-C stops everything)
 	$(BIN)/loopguard up --demo
@@ -35,19 +35,19 @@ prometheus:  ## Debian's prometheus (promtool + server, for the deploy tests) wh
 	  apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
 kafka: $(STAMP)  ## the Apache Kafka broker's jars (deploy/kafka/pom.xml) into ~/.cache/loopguard
-	@$(BIN)/python -m loopguard.streams.embedded kafka
+	@$(BIN)/python -m loopguard_fleet.streams.embedded kafka
 
 lint: $(STAMP)  ## ruff lint + format check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# mypy names modules by their path, so it checks the installed names (loopguard.*) through a
+# mypy names modules by their path, so it checks the installed names (loopguard_fleet.*) through a
 # tree of links that lays the three folders out as the wheel does (pyproject: package-dir).
-TYPECHECK_TREE := build/typecheck/loopguard
+TYPECHECK_TREE := build/typecheck/loopguard_fleet
 typecheck: $(STAMP)  ## mypy --strict on the engine, config and the stream side
 	@mkdir -p $(TYPECHECK_TREE)
 	@for p in detectors config streams; do ln -sfn ../../../$$p $(TYPECHECK_TREE)/$$p; done
-	cd build/typecheck && $(abspath $(BIN))/mypy --config-file ../../pyproject.toml -p loopguard
+	cd build/typecheck && $(abspath $(BIN))/mypy --config-file ../../pyproject.toml -p loopguard_fleet
 
 unit: $(STAMP)  ## tests that need no broker
 	$(BIN)/pytest -q tests/unit tests/property tests/golden

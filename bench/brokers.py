@@ -11,9 +11,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from loopguard.streams.embedded import KafkaBroker
-from loopguard.streams.embedded.tansu import EmbeddedBroker
-from loopguard.streams.kafka.security import ClientSecurity
+from loopguard_fleet.streams.embedded import KafkaBroker
+from loopguard_fleet.streams.embedded.tansu import EmbeddedBroker
+from loopguard_fleet.streams.kafka.security import ClientSecurity
 
 BROKERS = ("tansu", "kafka", "kafka-secure")
 Broker = EmbeddedBroker | KafkaBroker

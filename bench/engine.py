@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from loopguard.detectors import (
+from loopguard_fleet.detectors import (
     Outcome,
     RunState,
     Thresholds,

@@ -32,12 +32,12 @@ def _install(mode: str) -> None:
     """Make streams.worker.assemble build the app with the floor agent instead of ours."""
     from faust.streams import _current_event
 
-    import loopguard.streams.worker.run as worker
-    from loopguard.config.settings import Settings
-    from loopguard.streams.processing.metrics import Metrics
-    from loopguard.streams.worker.app import Wiring, build_app
-    from loopguard.streams.worker.faust.batches import take_batches
-    from loopguard.streams.worker.faust.bulk import Bulk, messages_of, records_in
+    import loopguard_fleet.streams.worker.run as worker
+    from loopguard_fleet.config.settings import Settings
+    from loopguard_fleet.streams.processing.metrics import Metrics
+    from loopguard_fleet.streams.worker.app import Wiring, build_app
+    from loopguard_fleet.streams.worker.faust.batches import take_batches
+    from loopguard_fleet.streams.worker.faust.bulk import Bulk, messages_of, records_in
 
     def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring, None]:
         metrics = metrics if metrics is not None else Metrics()
@@ -73,6 +73,6 @@ if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in MODES:
         sys.exit(f"usage: python bench/faust_floor.py {'|'.join(MODES)}")
     _install(sys.argv[1])
-    from loopguard.streams.main import main
+    from loopguard_fleet.streams.main import main
 
     sys.exit(main(["worker"]))

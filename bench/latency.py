@@ -44,10 +44,10 @@ from bench.brokers import (  # noqa: E402
     security,
     worker_env,
 )
-from loopguard.streams.embedded.child import free_port  # noqa: E402
-from loopguard.streams.embedded.processes import stop_process  # noqa: E402
-from loopguard.streams.kafka.admin import create_topics  # noqa: E402
-from loopguard.streams.kafka.security import ClientSecurity  # noqa: E402
+from loopguard_fleet.streams.embedded.child import free_port  # noqa: E402
+from loopguard_fleet.streams.embedded.processes import stop_process  # noqa: E402
+from loopguard_fleet.streams.kafka.admin import create_topics  # noqa: E402
+from loopguard_fleet.streams.kafka.security import ClientSecurity  # noqa: E402
 
 PARTITIONS = 4
 RUNS = 1000
@@ -263,7 +263,7 @@ async def _one_side(
         )  # fmt: skip
         if side == "worker":
             env.update(item.split("=", 1) for item in args.worker_env)
-            cmd = [sys.executable, "-m", "loopguard.streams.main", "worker"]
+            cmd = [sys.executable, "-m", "loopguard_fleet.streams.main", "worker"]
             source, answers = names[0], names[2]
         else:
             cmd = [sys.executable, __file__, "--echo-relay", broker.bootstrap, relay_in,

@@ -61,12 +61,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.pipeline import PARTITIONS, POLICY, _events_done, prefill, workload  # noqa: E402
-from loopguard.config import load_policy  # noqa: E402
-from loopguard.detectors import RunState, parse_event, process_event  # noqa: E402
-from loopguard.streams.embedded.child import free_port  # noqa: E402
-from loopguard.streams.embedded.processes import stop_process  # noqa: E402
-from loopguard.streams.embedded.tansu import EmbeddedBroker  # noqa: E402
-from loopguard.streams.kafka.admin import create_topics  # noqa: E402
+from loopguard_fleet.config import load_policy  # noqa: E402
+from loopguard_fleet.detectors import RunState, parse_event, process_event  # noqa: E402
+from loopguard_fleet.streams.embedded.child import free_port  # noqa: E402
+from loopguard_fleet.streams.embedded.processes import stop_process  # noqa: E402
+from loopguard_fleet.streams.embedded.tansu import EmbeddedBroker  # noqa: E402
+from loopguard_fleet.streams.kafka.admin import create_topics  # noqa: E402
 
 ACTIVE_RUNS = 10_000
 FLEET_SPAN_S = 900  # --order fleet: the runs start over 15 minutes (under the 30-minute TTL)
@@ -165,7 +165,7 @@ async def one_worker(
         env["PYTHONTRACEMALLOC"] = str(options.tracemalloc)
     probing = options.probe or bool(options.table_options or options.patches)
     probing |= any(k.startswith("MEMPROBE_") for k in extra_env or {})  # a variant's patches
-    argv = [str(PROBE)] if probing else ["-m", "loopguard.streams.main", "worker"]
+    argv = [str(PROBE)] if probing else ["-m", "loopguard_fleet.streams.main", "worker"]
     log = (workdir / f"worker-{tag}.log").open("wb")
     proc = subprocess.Popen(  # noqa: ASYNC220 -- a child we poll over HTTP, not await
         [sys.executable, *argv], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -55,13 +55,13 @@ def _rightsize(module_name: str) -> None:
 
 
 def _pack_cache(size: int) -> None:
-    import loopguard.detectors.state as state
+    import loopguard_fleet.detectors.state as state
 
     state._pack = lru_cache(maxsize=size)(state._pack.__wrapped__)
 
 
 def _unpack_cache(size: int) -> None:
-    import loopguard.detectors.state as state
+    import loopguard_fleet.detectors.state as state
 
     state._unpack = lru_cache(maxsize=size)(state._unpack.__wrapped__)
 
@@ -76,9 +76,9 @@ def apply(names: str) -> list[str]:
         elif name == "unpack_cache":
             _unpack_cache(int(arg or 4096))
         elif name == "rightsize_args":
-            _rightsize("loopguard.detectors.canonical")
+            _rightsize("loopguard_fleet.detectors.canonical")
         elif name == "rightsize_values":
-            _rightsize("loopguard.detectors.jsjson")
+            _rightsize("loopguard_fleet.detectors.jsjson")
         else:
             raise ValueError(f"unknown patch {name!r}; known: {', '.join(PATCHES)}")
         done.append(item)

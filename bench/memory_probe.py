@@ -329,7 +329,7 @@ def report(probe: dict[str, Any], trim: bool) -> dict[str, Any]:
     out["table"] = rocksdb_info(wiring.table)
     out["changelog_applied"] = dict(_CHANGELOG_APPLIED)  # table rows read back from Kafka
     out["checkpoints"] = probe["checkpoints"]
-    from loopguard.streams.worker.memory import HeapTrimmer
+    from loopguard_fleet.streams.worker.memory import HeapTrimmer
 
     for hook in wiring.app.before_commit:  # the worker's malloc_trim (LOOPGUARD_MALLOC_TRIM)
         trimmer = getattr(hook, "__self__", None)
@@ -359,7 +359,7 @@ def _install() -> None:
     """Wrap assemble() to add the page, and Table() to pass MEMPROBE_TABLE_OPTIONS."""
     import faust
 
-    import loopguard.streams.worker.run as worker
+    import loopguard_fleet.streams.worker.run as worker
 
     options = json.loads(os.environ.get("MEMPROBE_TABLE_OPTIONS") or "null")
     if options:
@@ -431,6 +431,6 @@ def _install() -> None:
 
 if __name__ == "__main__":
     _install()
-    from loopguard.streams.main import main
+    from loopguard_fleet.streams.main import main
 
     sys.exit(main(["worker"]))

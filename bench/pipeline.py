@@ -45,9 +45,9 @@ from bench.brokers import (  # noqa: E402
     worker_env,
 )
 from bench.faust_floor import MODES as FLOOR_MODES  # noqa: E402
-from loopguard.streams.embedded.child import free_port  # noqa: E402
-from loopguard.streams.embedded.processes import stop_process  # noqa: E402
-from loopguard.streams.kafka.admin import create_topics  # noqa: E402
+from loopguard_fleet.streams.embedded.child import free_port  # noqa: E402
+from loopguard_fleet.streams.embedded.processes import stop_process  # noqa: E402
+from loopguard_fleet.streams.kafka.admin import create_topics  # noqa: E402
 
 PARTITIONS = 4
 RUNS = 1000
@@ -231,7 +231,7 @@ async def run_worker(
     target = (
         [str(REPO / "bench" / "faust_floor.py"), floor]
         if floor
-        else ["-m", "loopguard.streams.main", "worker"]
+        else ["-m", "loopguard_fleet.streams.main", "worker"]
     )
     cmd = [sys.executable, *prof, *target]
     log = (workdir / f"worker-{tag}.log").open("wb")

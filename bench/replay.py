@@ -52,10 +52,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.pipeline import POLICY, RUNS, workload  # noqa: E402
-from loopguard.config import load_policy  # noqa: E402
-from loopguard.detectors import RunState, parse_event, process_event  # noqa: E402
-from loopguard.streams.audit.inputs import FileInput  # noqa: E402
-from loopguard.streams.audit.replay_jobs import ReplaySpec, replay_local, replay_sharded  # noqa: E402
+from loopguard_fleet.config import load_policy  # noqa: E402
+from loopguard_fleet.detectors import RunState, parse_event, process_event  # noqa: E402
+from loopguard_fleet.streams.audit.inputs import FileInput  # noqa: E402
+from loopguard_fleet.streams.audit.replay_jobs import ReplaySpec, replay_local, replay_sharded  # noqa: E402
 
 TTL_MS = 1_800_000  # the CLI's default --idle-ttl
 CANDIDATE = {"tools": {"loopDetection": {"enabled": True, "criticalThreshold": 12}}}
@@ -182,7 +182,7 @@ def _cli_seconds(*args: str) -> float:
     """Wall seconds of one `loopguard ...` process (output discarded), as a user runs it."""
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "loopguard.streams.cli", *args],
+        [sys.executable, "-m", "loopguard_fleet.streams.cli", *args],
         check=True, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     return time.perf_counter() - start
@@ -222,8 +222,8 @@ def _max_rss(calls: int, repeats: int, policy: Path) -> int:
         [sys.executable, __file__, "--generate", str(calls), str(repeats)], stdout=subprocess.PIPE
     )
     replay = subprocess.Popen(
-        [sys.executable, "-m", "loopguard.streams.cli", "replay", "-", "--policy", str(policy),
-         "--quiet", "--output", os.devnull],
+        [sys.executable, "-m", "loopguard_fleet.streams.cli", "replay", "-", "--policy",
+         str(policy), "--quiet", "--output", os.devnull],
         stdin=gen.stdout, cwd=REPO,
     )  # fmt: skip
     assert gen.stdout is not None

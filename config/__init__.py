@@ -1,6 +1,6 @@
 """Configuration: the loop-detection policy (OpenClaw JSON5 shape) and the service settings."""
 
-from loopguard.config.policy import Policy, PolicyError, PolicyIssue, load_policy
+from loopguard_fleet.config.policy import Policy, PolicyError, PolicyIssue, load_policy
 
 # ---- service settings (config/settings.py): import its public names here --------------------
 
@@ -13,6 +13,6 @@ __all__ = [
     # service settings (config/settings.py): add its names here
 ]
 
-from loopguard.config.settings import Settings
+from loopguard_fleet.config.settings import Settings
 
 __all__ += ["Settings"]

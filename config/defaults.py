@@ -6,9 +6,19 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["TOPIC_COMPACTIONS", "TOPIC_CONTROL", "TOPIC_DEAD_LETTER", "TOPIC_TOOL_CALLS"]
+__all__ = [
+    "DISTRIBUTION",
+    "TOPIC_COMPACTIONS",
+    "TOPIC_CONTROL",
+    "TOPIC_DEAD_LETTER",
+    "TOPIC_TOOL_CALLS",
+]
 
 TOPIC_TOOL_CALLS: Final = "loopguard.tool-calls"
 TOPIC_COMPACTIONS: Final = "loopguard.compactions"
 TOPIC_CONTROL: Final = "loopguard.control"
 TOPIC_DEAD_LETTER: Final = "loopguard.dead-letter"
+
+#: The distribution's name on the package index (`pip install loopguard-fleet`); the import root
+#: is `loopguard_fleet`. PyPI's `loopguard` is an unrelated project.
+DISTRIBUTION: Final = "loopguard-fleet"

@@ -36,7 +36,7 @@ from typing import TypeVar
 
 import json5
 
-from loopguard.config.policy_schema import (
+from loopguard_fleet.config.policy_schema import (
     LoopDetectionBlock,
     PolicyError,
     PolicyIssue,
@@ -44,9 +44,9 @@ from loopguard.config.policy_schema import (
     show,
     validate_block,
 )
-from loopguard.config.roster import normalize_agent_id, read_roster
-from loopguard.detectors.profiles import CONFIGURABLE, Semantics
-from loopguard.detectors.values import Thresholds
+from loopguard_fleet.config.roster import normalize_agent_id, read_roster
+from loopguard_fleet.detectors.profiles import CONFIGURABLE, Semantics
+from loopguard_fleet.detectors.values import Thresholds
 
 __all__ = ["Policy", "PolicyError", "PolicyIssue", "load_policy"]
 

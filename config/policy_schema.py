@@ -24,7 +24,7 @@ from typing import Annotated, NoReturn
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from loopguard.detectors.errors import LoopGuardError
+from loopguard_fleet.detectors.errors import LoopGuardError
 
 
 @dataclass(frozen=True, slots=True)

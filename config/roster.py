@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from loopguard.config.policy_schema import (
+from loopguard_fleet.config.policy_schema import (
     LoopDetectionBlock,
     PolicyIssue,
     join,

@@ -15,14 +15,14 @@ from urllib.parse import urlsplit
 from pydantic import Field, FilePath, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from loopguard.config.defaults import (
+from loopguard_fleet.config.defaults import (
     TOPIC_COMPACTIONS,
     TOPIC_CONTROL,
     TOPIC_DEAD_LETTER,
     TOPIC_TOOL_CALLS,
 )
-from loopguard.detectors.profiles import CONFIGURABLE, Semantics
-from loopguard.detectors.values import DEFAULT_CHANNEL_TOOLS
+from loopguard_fleet.detectors.profiles import CONFIGURABLE, Semantics
+from loopguard_fleet.detectors.values import DEFAULT_CHANNEL_TOOLS
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")

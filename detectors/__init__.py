@@ -4,14 +4,19 @@ No I/O, no clock, no logging. Input: a run's state and one event; output: the ne
 place) and a list of decisions.
 """
 
-from loopguard.detectors.compaction_guard import arm_guard, observe_guard
-from loopguard.detectors.engine import detect, detect_pair
-from loopguard.detectors.errors import DetectorError, InvalidEvent, InvalidState, LoopGuardError
-from loopguard.detectors.events import Event, parse_event
-from loopguard.detectors.hashing import args_hash, canonical_json, normalize_tool, result_hash
-from loopguard.detectors.history import record_call, record_outcome
-from loopguard.detectors.outcome_facts import OutcomeFacts, outcome_facts
-from loopguard.detectors.process import (
+from loopguard_fleet.detectors.compaction_guard import arm_guard, observe_guard
+from loopguard_fleet.detectors.engine import detect, detect_pair
+from loopguard_fleet.detectors.errors import (
+    DetectorError,
+    InvalidEvent,
+    InvalidState,
+    LoopGuardError,
+)
+from loopguard_fleet.detectors.events import Event, parse_event
+from loopguard_fleet.detectors.hashing import args_hash, canonical_json, normalize_tool, result_hash
+from loopguard_fleet.detectors.history import record_call, record_outcome
+from loopguard_fleet.detectors.outcome_facts import OutcomeFacts, outcome_facts
+from loopguard_fleet.detectors.process import (
     NO_VERDICT_YET,
     Applied,
     Decision,
@@ -21,7 +26,7 @@ from loopguard.detectors.process import (
     is_duplicate,
     process_event,
 )
-from loopguard.detectors.profiles import (
+from loopguard_fleet.detectors.profiles import (
     CONFIGURABLE,
     OPENCLAW_2026_9,
     SEMANTICS,
@@ -29,8 +34,8 @@ from loopguard.detectors.profiles import (
     UnknownSemantics,
     parse_semantics,
 )
-from loopguard.detectors.state import RunState
-from loopguard.detectors.values import (
+from loopguard_fleet.detectors.state import RunState
+from loopguard_fleet.detectors.values import (
     JSON,
     UNDEFINED,
     GuardAbort,

@@ -15,8 +15,8 @@ from typing import Any, Final, TypeAlias
 
 import orjson
 
-from loopguard.detectors.errors import DetectorError
-from loopguard.detectors.values import UNDEFINED, _Undefined
+from loopguard_fleet.detectors.errors import DetectorError
+from loopguard_fleet.detectors.values import UNDEFINED, _Undefined
 
 __all__ = ["JSONLike", "canonical_json", "canonical_json_bytes", "js_number_text"]
 

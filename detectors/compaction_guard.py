@@ -10,8 +10,8 @@ compaction are fed in when it arms.
 
 from __future__ import annotations
 
-from loopguard.detectors.state import RunState
-from loopguard.detectors.values import GuardAbort, Record, Thresholds
+from loopguard_fleet.detectors.state import RunState
+from loopguard_fleet.detectors.values import GuardAbort, Record, Thresholds
 
 DETECTOR = "compaction_loop_persisted"
 

@@ -11,10 +11,10 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 
-from loopguard.detectors.hashkeys import HashKey
-from loopguard.detectors.history import repeat_counts
-from loopguard.detectors.profiles import OPENCLAW_2026_9
-from loopguard.detectors.rules import (
+from loopguard_fleet.detectors.hashkeys import HashKey
+from loopguard_fleet.detectors.history import repeat_counts
+from loopguard_fleet.detectors.profiles import OPENCLAW_2026_9
+from loopguard_fleet.detectors.rules import (
     argument_churn,
     circuit_breaker,
     generic_repeat,
@@ -22,9 +22,9 @@ from loopguard.detectors.rules import (
     ping_pong,
     unknown_tool,
 )
-from loopguard.detectors.state import RunState
-from loopguard.detectors.streaks import no_progress_2026_9, recent_count
-from loopguard.detectors.values import Record, Thresholds, ToolCall, Verdict
+from loopguard_fleet.detectors.state import RunState
+from loopguard_fleet.detectors.streaks import no_progress_2026_9, recent_count
+from loopguard_fleet.detectors.values import Record, Thresholds, ToolCall, Verdict
 
 BUCKET_SIZE = 10  # fixed by docs/semantics.md §7.3, whatever warningThreshold is
 MAX_BUCKET_KEYS = 256

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from loopguard.detectors.errors import InvalidEvent
-from loopguard.detectors.values import JSON, Outcome, ToolCall
+from loopguard_fleet.detectors.errors import InvalidEvent
+from loopguard_fleet.detectors.values import JSON, Outcome, ToolCall
 
 EventType = Literal["tool_call", "tool_result", "compaction", "run_end"]
 EVENT_TYPES: tuple[EventType, ...] = ("tool_call", "tool_result", "compaction", "run_end")

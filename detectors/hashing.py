@@ -14,15 +14,21 @@ from typing import Final
 
 import orjson
 
-from loopguard.detectors.canonical import (
+from loopguard_fleet.detectors.canonical import (
     JSONLike,
     canonical_json,
     canonical_json_bytes,
     js_number_text,
 )
-from loopguard.detectors.hashkeys import HashKey, hash_key, hash_text
-from loopguard.detectors.sharing import share
-from loopguard.detectors.values import DEFAULT_CHANNEL_TOOLS, JSON, UNDEFINED, Outcome, _Undefined
+from loopguard_fleet.detectors.hashkeys import HashKey, hash_key, hash_text
+from loopguard_fleet.detectors.sharing import share
+from loopguard_fleet.detectors.values import (
+    DEFAULT_CHANNEL_TOOLS,
+    JSON,
+    UNDEFINED,
+    Outcome,
+    _Undefined,
+)
 
 __all__ = [
     "DEFAULT_CHANNEL_TOOLS",

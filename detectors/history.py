@@ -8,13 +8,13 @@ it newest first; none of them include the call being decided.
 
 from __future__ import annotations
 
-from loopguard.detectors.hashing import outcome_unknown_tool_name, result_key
-from loopguard.detectors.hashkeys import HashKey
-from loopguard.detectors.history_2026_9 import record_facts
-from loopguard.detectors.profiles import OPENCLAW_2026_9
-from loopguard.detectors.sharing import SHARED, SHARED_ENTRIES
-from loopguard.detectors.state import RunState
-from loopguard.detectors.values import Outcome, Record, Thresholds, ToolCall
+from loopguard_fleet.detectors.hashing import outcome_unknown_tool_name, result_key
+from loopguard_fleet.detectors.hashkeys import HashKey
+from loopguard_fleet.detectors.history_2026_9 import record_facts
+from loopguard_fleet.detectors.profiles import OPENCLAW_2026_9
+from loopguard_fleet.detectors.sharing import SHARED, SHARED_ENTRIES
+from loopguard_fleet.detectors.state import RunState
+from loopguard_fleet.detectors.values import Outcome, Record, Thresholds, ToolCall
 
 
 def _trim(history: list[Record], size: int) -> None:

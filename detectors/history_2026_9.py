@@ -12,11 +12,11 @@ the echo of that block â€” a veto result with the vetoed call's `tool_call_id` â
 
 from __future__ import annotations
 
-from loopguard.detectors.hashkeys import HashKey, hash_key
-from loopguard.detectors.outcome_facts import TOOL_LOOP_VETO, OutcomeFacts, outcome_facts
-from loopguard.detectors.sharing import share
-from loopguard.detectors.state import RunState
-from loopguard.detectors.values import Outcome, Record, Thresholds, ToolCall
+from loopguard_fleet.detectors.hashkeys import HashKey, hash_key
+from loopguard_fleet.detectors.outcome_facts import TOOL_LOOP_VETO, OutcomeFacts, outcome_facts
+from loopguard_fleet.detectors.sharing import share
+from loopguard_fleet.detectors.state import RunState
+from loopguard_fleet.detectors.values import Outcome, Record, Thresholds, ToolCall
 
 __all__ = ["record_facts", "record_veto"]
 

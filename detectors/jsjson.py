@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from loopguard.detectors.errors import DetectorError
+from loopguard_fleet.detectors.errors import DetectorError
 
 __all__ = ["NotJSON", "dumps", "loads"]
 

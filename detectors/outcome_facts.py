@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from hashlib import sha256
 from typing import Final, Literal
 
-from loopguard.detectors.canonical import (
+from loopguard_fleet.detectors.canonical import (
     JSONLike,
     canonical_json,
     canonical_json_bytes,
     js_number_text,
 )
-from loopguard.detectors.hashing import (
+from loopguard_fleet.detectors.hashing import (
     _JS_WHITESPACE,
     _exec_outcome,
     _is_number,
@@ -32,10 +32,16 @@ from loopguard.detectors.hashing import (
     outcome_text,
     outcome_unknown_tool_name,
 )
-from loopguard.detectors.hashing import (
+from loopguard_fleet.detectors.hashing import (
     _is_send as _is_configurable_send,
 )
-from loopguard.detectors.values import DEFAULT_CHANNEL_TOOLS, JSON, UNDEFINED, Outcome, _Undefined
+from loopguard_fleet.detectors.values import (
+    DEFAULT_CHANNEL_TOOLS,
+    JSON,
+    UNDEFINED,
+    Outcome,
+    _Undefined,
+)
 
 __all__ = [
     "TERMINAL_EXEC_FAILURE",

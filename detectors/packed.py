@@ -35,10 +35,10 @@ from collections.abc import Sequence
 from itertools import accumulate, repeat
 from typing import Any
 
-from loopguard.detectors.hashkeys import HashKey, hash_key, hash_text
-from loopguard.detectors.records import Record, record_cells
-from loopguard.detectors.sharing import share
-from loopguard.detectors.state import RunState
+from loopguard_fleet.detectors.hashkeys import HashKey, hash_key, hash_text
+from loopguard_fleet.detectors.records import Record, record_cells
+from loopguard_fleet.detectors.sharing import share
+from loopguard_fleet.detectors.state import RunState
 
 __all__ = ["pack", "unpack"]
 

@@ -12,16 +12,23 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Final, Literal, NamedTuple
 
-from loopguard.detectors.compaction_guard import arm_guard, late_outcomes, observe_guard
-from loopguard.detectors.engine import detect, publish_warning
-from loopguard.detectors.events import TOOL_EVENTS, Event, parse_event
-from loopguard.detectors.hashing import outcome_unknown_tool_name, result_hash
-from loopguard.detectors.history import record_call, record_outcome
-from loopguard.detectors.history_2026_9 import record_veto
-from loopguard.detectors.outcome_facts import retool_2026_9
-from loopguard.detectors.profiles import OPENCLAW_2026_9
-from loopguard.detectors.state import LifeKind, RunState
-from loopguard.detectors.values import JSON, GuardAbort, Outcome, Thresholds, ToolCall, Verdict
+from loopguard_fleet.detectors.compaction_guard import arm_guard, late_outcomes, observe_guard
+from loopguard_fleet.detectors.engine import detect, publish_warning
+from loopguard_fleet.detectors.events import TOOL_EVENTS, Event, parse_event
+from loopguard_fleet.detectors.hashing import outcome_unknown_tool_name, result_hash
+from loopguard_fleet.detectors.history import record_call, record_outcome
+from loopguard_fleet.detectors.history_2026_9 import record_veto
+from loopguard_fleet.detectors.outcome_facts import retool_2026_9
+from loopguard_fleet.detectors.profiles import OPENCLAW_2026_9
+from loopguard_fleet.detectors.state import LifeKind, RunState
+from loopguard_fleet.detectors.values import (
+    JSON,
+    GuardAbort,
+    Outcome,
+    Thresholds,
+    ToolCall,
+    Verdict,
+)
 
 DecisionKind = Literal["loop_event", "command", "verdict"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final, Literal, TypeAlias
 
-from loopguard.detectors.errors import DetectorError
+from loopguard_fleet.detectors.errors import DetectorError
 
 __all__ = [
     "CONFIGURABLE",

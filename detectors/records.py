@@ -6,7 +6,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Final
 
-from loopguard.detectors.hashkeys import HashKey, hash_key, hash_text
+from loopguard_fleet.detectors.hashkeys import HashKey, hash_key, hash_text
 
 __all__ = ["Cells", "Record", "record_cells"]
 

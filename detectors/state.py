@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from loopguard.detectors.errors import InvalidState
-from loopguard.detectors.hashkeys import HashKey, hash_key, hash_text
-from loopguard.detectors.jsjson import NotJSON, dumps, loads
-from loopguard.detectors.sharing import share
-from loopguard.detectors.values import Record
+from loopguard_fleet.detectors.errors import InvalidState
+from loopguard_fleet.detectors.hashkeys import HashKey, hash_key, hash_text
+from loopguard_fleet.detectors.jsjson import NotJSON, dumps, loads
+from loopguard_fleet.detectors.sharing import share
+from loopguard_fleet.detectors.values import Record
 
 FORMAT_VERSION = 3
 _READABLE_VERSIONS = frozenset({1, 2, 3})

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from loopguard.detectors.hashkeys import HashKey
+from loopguard_fleet.detectors.hashkeys import HashKey
 
 __all__ = ["HistoryRecord", "no_progress_2026_9", "recent_count"]
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Final, Literal, TypeAlias
 
-from loopguard.detectors.profiles import CONFIGURABLE, Semantics
-from loopguard.detectors.records import Record as Record  # re-exported: its old home
-from loopguard.detectors.sharing import share
+from loopguard_fleet.detectors.profiles import CONFIGURABLE, Semantics
+from loopguard_fleet.detectors.records import Record as Record  # re-exported: its old home
+from loopguard_fleet.detectors.sharing import share
 
 JSON: TypeAlias = bool | int | float | str | list["JSON"] | dict[str, "JSON"] | None
 
@@ -40,7 +40,7 @@ def _hashing() -> ModuleType:
     """detectors.hashing, imported on first use (it imports this module)."""
     global _HASHING
     if _HASHING is None:
-        import loopguard.detectors.hashing as module
+        import loopguard_fleet.detectors.hashing as module
 
         _HASHING = module
     return _HASHING

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
@@ -15,10 +16,17 @@ from typing import IO, TYPE_CHECKING, NoReturn
 
 import orjson
 
-from loopguard.config import Policy, PolicyError, load_policy
-from loopguard.detectors.profiles import CONFIGURABLE, SEMANTICS, Semantics
-from loopguard.streams.audit.inputs import Bound, FileInput, InputError, TopicInput, parse_bound
-from loopguard.streams.cli_errors import (
+from loopguard_fleet.config import Policy, PolicyError, load_policy
+from loopguard_fleet.config.defaults import DISTRIBUTION
+from loopguard_fleet.detectors.profiles import CONFIGURABLE, SEMANTICS, Semantics
+from loopguard_fleet.streams.audit.inputs import (
+    Bound,
+    FileInput,
+    InputError,
+    TopicInput,
+    parse_bound,
+)
+from loopguard_fleet.streams.cli_errors import (
     EXIT_CANNOT_WRITE,
     EXIT_FAILED,
     EXIT_OK,
@@ -28,7 +36,7 @@ from loopguard.streams.cli_errors import (
 )
 
 if TYPE_CHECKING:
-    from loopguard.streams.kafka.security import ClientSecurity
+    from loopguard_fleet.streams.kafka.security import ClientSecurity
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a filter cut off by `| head`
 DEFAULT_IDLE_TTL_S = 1800.0  # the worker's LOOPGUARD_RUN_IDLE_TTL_SECONDS default
@@ -52,7 +60,7 @@ def _kafka_security() -> ClientSecurity:
     """TLS/SASL for --topic from LOOPGUARD_SECURITY_*, _SASL_*, _SSL_* (docs/security.md)."""
     from pydantic import ValidationError
 
-    from loopguard.streams.kafka.security import ClientSecurity
+    from loopguard_fleet.streams.kafka.security import ClientSecurity
 
     try:
         return ClientSecurity.from_env()
@@ -94,8 +102,8 @@ def _jobs(value: int) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Run the engine offline over recorded events and print the decisions."""
-    from loopguard.streams.audit.progress import TICK_EVERY, Progress
-    from loopguard.streams.audit.replay_jobs import ReplaySpec, replay_local, replay_sharded
+    from loopguard_fleet.streams.audit.progress import TICK_EVERY, Progress
+    from loopguard_fleet.streams.audit.replay_jobs import ReplaySpec, replay_local, replay_sharded
 
     spec = ReplaySpec(
         _policy(args.policy, args.semantics), args.format == "table", _ttl_ms(args.idle_ttl)
@@ -134,7 +142,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """Print one run's timeline: every call, its hashes, the counts the rules saw, decisions."""
-    from loopguard.streams.audit.explain import explain_run, render_json, render_table
+    from loopguard_fleet.streams.audit.explain import explain_run, render_json, render_table
 
     source = _source(args)
     timeline = explain_run(
@@ -149,7 +157,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Replay two policies over the same history and report what the candidate changes."""
-    from loopguard.streams.audit.compare import compare, render_summary
+    from loopguard_fleet.streams.audit.compare import compare, render_summary
 
     source = _source(args)
     base = _policy(args.policy, args.semantics)
@@ -159,7 +167,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         report = compare(base, cand, source, _ttl_ms(args.idle_ttl))
         report.policy_names = (args.policy or "(defaults)", args.candidate)
         if html is not None:
-            from loopguard.streams.audit.report_html import render_html
+            from loopguard_fleet.streams.audit.report_html import render_html
 
             html.write(render_html(report).encode())
     finally:
@@ -188,7 +196,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schemas of the wire input events."""
-    from loopguard.streams.wire.schema import wire_schema
+    from loopguard_fleet.streams.wire.schema import wire_schema
 
     sys.stdout.write(orjson.dumps(wire_schema(), option=orjson.OPT_INDENT_2).decode() + "\n")
     return EXIT_OK
@@ -196,15 +204,15 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run a worker against LOOPGUARD_BROKER."""
-    from loopguard.streams.main import worker_main
+    from loopguard_fleet.streams.main import worker_main
 
     return worker_main()
 
 
 def cmd_up(args: argparse.Namespace) -> int:
     """Start the embedded broker, a worker, and optionally the demo fleet."""
-    from loopguard.streams.demo.up import up_main
-    from loopguard.streams.main import settings_or_report
+    from loopguard_fleet.streams.demo.up import up_main
+    from loopguard_fleet.streams.main import settings_or_report
 
     settings = settings_or_report()
     if settings is None:
@@ -244,6 +252,14 @@ def _add_semantics(p: argparse.ArgumentParser) -> None:
     )
 
 
+def package_version() -> str:
+    """The installed distribution's version (`loopguard --version`)."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout without installing
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     common = _Parser(add_help=False)
@@ -254,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="on failure, show the traceback instead of one line",
     )
     p = _Parser(prog="loopguard", description=__doc__, parents=[common])
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser(

@@ -11,7 +11,7 @@ import errno
 import sys
 from typing import Final
 
-from loopguard.streams.errors import StreamError
+from loopguard_fleet.streams.errors import StreamError
 
 __all__ = [
     "EXIT_BROKER_REFUSED",
@@ -51,10 +51,10 @@ class CliError(StreamError):
 
 def describe(exc: BaseException) -> tuple[str, int]:
     """The one-line message and exit code of any failure of a command."""
-    from loopguard.config import PolicyError
-    from loopguard.streams.audit.inputs import InputError
-    from loopguard.streams.kafka.broker_wait import BrokerUnreachable
-    from loopguard.streams.kafka.security import BrokerRefused
+    from loopguard_fleet.config import PolicyError
+    from loopguard_fleet.streams.audit.inputs import InputError
+    from loopguard_fleet.streams.kafka.broker_wait import BrokerUnreachable
+    from loopguard_fleet.streams.kafka.security import BrokerRefused
 
     if isinstance(exc, CliError):
         return exc.message, exc.code

@@ -6,7 +6,7 @@ so `except RuntimeError` in callers written before the tree still catches it.
 
 from __future__ import annotations
 
-from loopguard.detectors.errors import LoopGuardError
+from loopguard_fleet.detectors.errors import LoopGuardError
 
 __all__ = ["BrokerError", "StreamError"]
 

@@ -1,6 +1,6 @@
 """Composition root: the only place that reads the environment and builds the worker.
 
-python -m loopguard.streams.main worker      # same as `loopguard worker`
+python -m loopguard_fleet.streams.main worker      # same as `loopguard worker`
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 from pydantic import ValidationError
 
-from loopguard.config.settings import Settings
+from loopguard_fleet.config.settings import Settings
 
 __all__ = ["load_settings", "main", "settings_or_report", "worker_main"]
 
@@ -45,16 +45,18 @@ def worker_main() -> int:
     settings = settings_or_report()
     if settings is None:
         return 2
-    from loopguard.streams.worker.run import run_worker  # after validation: Faust is slow to import
+    from loopguard_fleet.streams.worker.run import (
+        run_worker,  # after validation: Faust is slow to import
+    )
 
     return run_worker(settings)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m loopguard.streams.main worker`."""
+    """`python -m loopguard_fleet.streams.main worker`."""
     args = sys.argv[1:] if argv is None else argv
     if args != ["worker"]:
-        sys.stderr.write("usage: python -m loopguard.streams.main worker\n")
+        sys.stderr.write("usage: python -m loopguard_fleet.streams.main worker\n")
         return 2
     return worker_main()
 

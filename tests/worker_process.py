@@ -1,7 +1,7 @@
 """Test helper: a LoopGuard worker as a subprocess, configured only by LOOPGUARD_* variables.
 
     workers = WorkerLauncher(broker_url, base_settings, tmp_path)
-    w = workers.start(web_port=...)          # python -m loopguard.streams.main worker
+    w = workers.start(web_port=...)          # python -m loopguard_fleet.streams.main worker
     await w.wait_until("/healthz", lambda body: True, 30)
     w.kill()                                  # SIGKILL, by PID
     workers.stop_all()                        # SIGTERM (then SIGKILL) every live one, by PID
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from loopguard.streams.embedded.child import free_port
-from loopguard.streams.embedded.processes import stop_process
+from loopguard_fleet.streams.embedded.child import free_port
+from loopguard_fleet.streams.embedded.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[1]
 _VMRSS = re.compile(r"^VmRSS:\s+(\d+)\s+kB", re.MULTILINE)
@@ -122,7 +122,7 @@ class WorkerLauncher:
         log = self.log_dir / f"worker-{len(self.started)}-{port}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "loopguard.streams.main", "worker"],
+                [sys.executable, "-m", "loopguard_fleet.streams.main", "worker"],
                 cwd=REPO,
                 env=env,
                 stdout=out,

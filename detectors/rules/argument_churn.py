@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loopguard.detectors.hashkeys import HashKey
-from loopguard.detectors.streaks import HistoryRecord
-from loopguard.detectors.values import Thresholds, ToolCall, Verdict
+from loopguard_fleet.detectors.hashkeys import HashKey
+from loopguard_fleet.detectors.streaks import HistoryRecord
+from loopguard_fleet.detectors.values import Thresholds, ToolCall, Verdict
 
 DETECTOR = "argument_churn"
 LIVENESS_SIGNAL = "argument_churn"

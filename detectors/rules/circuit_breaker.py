@@ -7,8 +7,8 @@ no_progress ≥ globalCircuitBreakerThreshold → critical, whatever the detecto
 
 from __future__ import annotations
 
-from loopguard.detectors.hashkeys import HashKey, hash_text
-from loopguard.detectors.values import Thresholds, ToolCall, Verdict
+from loopguard_fleet.detectors.hashkeys import HashKey, hash_text
+from loopguard_fleet.detectors.values import Thresholds, ToolCall, Verdict
 
 DETECTOR = "global_circuit_breaker"
 

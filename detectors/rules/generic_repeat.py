@@ -9,8 +9,8 @@ warning. Known polls are left to known_poll_no_progress.
 
 from __future__ import annotations
 
-from loopguard.detectors.hashkeys import HashKey, hash_text
-from loopguard.detectors.values import Thresholds, ToolCall, Verdict
+from loopguard_fleet.detectors.hashkeys import HashKey, hash_text
+from loopguard_fleet.detectors.values import Thresholds, ToolCall, Verdict
 
 DETECTOR = "generic_repeat"
 

@@ -11,8 +11,8 @@ generic-repeat rules.
 
 from __future__ import annotations
 
-from loopguard.detectors.hashkeys import HashKey, hash_text
-from loopguard.detectors.values import Thresholds, ToolCall, Verdict
+from loopguard_fleet.detectors.hashkeys import HashKey, hash_text
+from loopguard_fleet.detectors.values import Thresholds, ToolCall, Verdict
 
 DETECTOR = "known_poll_no_progress"
 

@@ -9,8 +9,8 @@ outcomes are all equal) → critical; count ≥ warningThreshold → warning.
 
 from __future__ import annotations
 
-from loopguard.detectors.hashkeys import HashKey
-from loopguard.detectors.values import Record, Thresholds, ToolCall, Verdict
+from loopguard_fleet.detectors.hashkeys import HashKey
+from loopguard_fleet.detectors.values import Record, Thresholds, ToolCall, Verdict
 
 DETECTOR = "ping_pong"
 

@@ -10,7 +10,7 @@ tool. Streak ≥ unknownToolThreshold → critical, whatever the detector flags 
 
 from __future__ import annotations
 
-from loopguard.detectors.values import Record, Thresholds, ToolCall, Verdict
+from loopguard_fleet.detectors.values import Record, Thresholds, ToolCall, Verdict
 
 DETECTOR = "unknown_tool_repeat"
 

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from loopguard.config import Policy
-from loopguard.detectors import (
+from loopguard_fleet.config import Policy
+from loopguard_fleet.detectors import (
     CONFIGURABLE,
     NO_VERDICT_YET,
     Decision,
@@ -26,8 +26,8 @@ from loopguard.detectors import (
     hash_outcome,
     is_duplicate,
 )
-from loopguard.detectors.process import GivenVerdict
-from loopguard.streams.audit.replay import Rejected, Replayer
+from loopguard_fleet.detectors.process import GivenVerdict
+from loopguard_fleet.streams.audit.replay import Rejected, Replayer
 
 __all__ = ["CompareReport", "RunOutcome", "compare", "render_summary"]
 

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 
 import orjson
 
-from loopguard.config import Policy
-from loopguard.detectors import (
+from loopguard_fleet.config import Policy
+from loopguard_fleet.detectors import (
     JSON,
     Event,
     InvalidEvent,
@@ -24,10 +24,10 @@ from loopguard.detectors import (
     effective_agent,
     parse_event,
 )
-from loopguard.detectors.history import repeat_counts
-from loopguard.detectors.rules import known_poll, ping_pong, unknown_tool
-from loopguard.streams.audit.replay import Replayer
-from loopguard.streams.wire.codec import InputRejected, decode_object
+from loopguard_fleet.detectors.history import repeat_counts
+from loopguard_fleet.detectors.rules import known_poll, ping_pong, unknown_tool
+from loopguard_fleet.streams.audit.replay import Replayer
+from loopguard_fleet.streams.wire.codec import InputRejected, decode_object
 
 __all__ = ["Row", "Timeline", "explain_run", "render_json", "render_table"]
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-from loopguard.streams.errors import StreamError
+from loopguard_fleet.streams.errors import StreamError
 
 if TYPE_CHECKING:  # aiokafka is imported only for topics
-    from loopguard.streams.kafka.security import ClientSecurity
+    from loopguard_fleet.streams.kafka.security import ClientSecurity
 
 __all__ = [
     "Bound",
@@ -159,7 +159,7 @@ def topic_items(
     is read until its reported end and then quiet for `idle_s` (Tansu reports too low an end
     offset for partitions written in batches: streams/kafka/topic_reader.py).
     """
-    from loopguard.streams.kafka.broker_wait import (
+    from loopguard_fleet.streams.kafka.broker_wait import (
         retry_until_reachable,  # aiokafka: only for topics
     )
 
@@ -195,7 +195,7 @@ class _TopicReader:
         idle_s: float,
         security: ClientSecurity | None = None,
     ) -> None:
-        from loopguard.streams.kafka.security import PLAINTEXT
+        from loopguard_fleet.streams.kafka.security import PLAINTEXT
 
         self.security = security or PLAINTEXT  # TLS/SASL (streams/kafka/security.py)
         self.bootstrap = bootstrap
@@ -215,7 +215,7 @@ class _TopicReader:
         """Connect and learn the partition count (the topic must exist)."""
         from aiokafka import AIOKafkaConsumer
 
-        from loopguard.streams.kafka.admin import topic_partitions
+        from loopguard_fleet.streams.kafka.admin import topic_partitions
 
         self.partitions = (
             await topic_partitions(

@@ -15,13 +15,20 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from loopguard.config import Policy
-from loopguard.detectors import NO_VERDICT_YET, Decision, Event, RunState, Thresholds, parse_event
-from loopguard.detectors.process import GivenVerdict
-from loopguard.streams.processing.driver import DriverLimits, RunDriver, event_time_ms
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.processing.partition import LiveRun
-from loopguard.streams.wire.codec import encode, run_key
+from loopguard_fleet.config import Policy
+from loopguard_fleet.detectors import (
+    NO_VERDICT_YET,
+    Decision,
+    Event,
+    RunState,
+    Thresholds,
+    parse_event,
+)
+from loopguard_fleet.detectors.process import GivenVerdict
+from loopguard_fleet.streams.processing.driver import DriverLimits, RunDriver, event_time_ms
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.processing.partition import LiveRun
+from loopguard_fleet.streams.wire.codec import encode, run_key
 
 __all__ = [
     "MAX_LINE_BYTES",

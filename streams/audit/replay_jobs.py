@@ -22,9 +22,9 @@ from multiprocessing.connection import Connection
 from operator import itemgetter
 from typing import Any
 
-from loopguard.streams.audit.inputs import FileInput, InputError
-from loopguard.streams.audit.replay import LineOutput, Rejected, Replayer, ReplayStats
-from loopguard.streams.audit.shards import (
+from loopguard_fleet.streams.audit.inputs import FileInput, InputError
+from loopguard_fleet.streams.audit.replay import LineOutput, Rejected, Replayer, ReplayStats
+from loopguard_fleet.streams.audit.shards import (
     ROUND_LINES,
     ReplaySpec,
     make_replayer,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from loopguard.streams.audit.compare import CompareReport
+from loopguard_fleet.streams.audit.compare import CompareReport
 
 __all__ = ["MAX_POINTS", "render_html"]
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from loopguard.config import Policy
-from loopguard.detectors import Decision
-from loopguard.streams.audit.inputs import FileInput, InputError
-from loopguard.streams.audit.replay import Rejected, Replayer, event_time_ms
-from loopguard.streams.wire.codec import InputRejected, decode_object
+from loopguard_fleet.config import Policy
+from loopguard_fleet.detectors import Decision
+from loopguard_fleet.streams.audit.inputs import FileInput, InputError
+from loopguard_fleet.streams.audit.replay import Rejected, Replayer, event_time_ms
+from loopguard_fleet.streams.wire.codec import InputRejected, decode_object
 
 __all__ = [
     "ROUND_LINES",

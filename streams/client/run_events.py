@@ -13,14 +13,14 @@ from datetime import UTC, datetime
 from enum import Enum, auto
 from typing import Any, Final
 
-from loopguard.detectors.hashing import (
+from loopguard_fleet.detectors.hashing import (
     DEFAULT_CHANNEL_TOOLS,
     args_hash,
     normalize_tool,
     outcome_unknown_tool_name,
     result_hash,
 )
-from loopguard.detectors.values import JSON, Outcome
+from loopguard_fleet.detectors.values import JSON, Outcome
 
 __all__ = ["MISSING", "Missing", "RunEvents", "WireEvent", "utc_now"]
 

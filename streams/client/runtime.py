@@ -25,15 +25,21 @@ from typing import Any, Final, Literal, Protocol
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from loopguard.config.defaults import TOPIC_COMPACTIONS, TOPIC_CONTROL, TOPIC_TOOL_CALLS
-from loopguard.detectors.hashing import DEFAULT_CHANNEL_TOOLS
-from loopguard.detectors.jsjson import NotJSON, dumps, loads
-from loopguard.detectors.values import JSON
-from loopguard.streams.client.run_events import MISSING, Missing, RunEvents, WireEvent, utc_now
-from loopguard.streams.errors import BrokerError, StreamError
-from loopguard.streams.kafka.admin import topic_partitions
-from loopguard.streams.kafka.security import PLAINTEXT, ClientSecurity
-from loopguard.streams.wire.codec import run_key
+from loopguard_fleet.config.defaults import TOPIC_COMPACTIONS, TOPIC_CONTROL, TOPIC_TOOL_CALLS
+from loopguard_fleet.detectors.hashing import DEFAULT_CHANNEL_TOOLS
+from loopguard_fleet.detectors.jsjson import NotJSON, dumps, loads
+from loopguard_fleet.detectors.values import JSON
+from loopguard_fleet.streams.client.run_events import (
+    MISSING,
+    Missing,
+    RunEvents,
+    WireEvent,
+    utc_now,
+)
+from loopguard_fleet.streams.errors import BrokerError, StreamError
+from loopguard_fleet.streams.kafka.admin import topic_partitions
+from loopguard_fleet.streams.kafka.security import PLAINTEXT, ClientSecurity
+from loopguard_fleet.streams.wire.codec import run_key
 
 __all__ = ["ClientError", "RunEvents", "RunHandle", "RuntimeClient", "Topics", "VerdictReply"]
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from loopguard.detectors.values import JSON
-from loopguard.streams.client.run_events import MISSING, Missing, RunEvents, WireEvent
-from loopguard.streams.client.runtime import RuntimeClient, TopicNames
+from loopguard_fleet.detectors.values import JSON
+from loopguard_fleet.streams.client.run_events import MISSING, Missing, RunEvents, WireEvent
+from loopguard_fleet.streams.client.runtime import RuntimeClient, TopicNames
 
 __all__ = ["HEALTHY", "LOOP_KINDS", "SimRun", "fleet_events", "fleet_plan", "simulate"]
 

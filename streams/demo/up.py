@@ -23,22 +23,22 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from loopguard.config.settings import Settings
-from loopguard.detectors.jsjson import loads
-from loopguard.streams.client.runtime import Topics
-from loopguard.streams.demo.simulate import simulate
-from loopguard.streams.embedded.child import free_port
-from loopguard.streams.embedded.kafka import (
+from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.detectors.jsjson import loads
+from loopguard_fleet.streams.client.runtime import Topics
+from loopguard_fleet.streams.demo.simulate import simulate
+from loopguard_fleet.streams.embedded.child import free_port
+from loopguard_fleet.streams.embedded.kafka import (
     KAFKA_VERSION,
     KafkaBroker,
     find_java,
     install_jars,
     is_installed,
 )
-from loopguard.streams.embedded.processes import stop_process
-from loopguard.streams.embedded.tansu import EmbeddedBroker
-from loopguard.streams.errors import BrokerError
-from loopguard.streams.kafka.admin import topic_partitions
+from loopguard_fleet.streams.embedded.processes import stop_process
+from loopguard_fleet.streams.embedded.tansu import EmbeddedBroker
+from loopguard_fleet.streams.errors import BrokerError
+from loopguard_fleet.streams.kafka.admin import topic_partitions
 
 READY_TIMEOUT_S = 90.0
 DEMO_POLICY = "// written by `loopguard up`\n{tools: {loopDetection: {enabled: true}}}\n"
@@ -182,7 +182,7 @@ def up_main(settings: Settings, demo: bool, runs: int = 50, broker_kind: str = "
         print(f"broker   {broker_url}{where}")
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "loopguard.streams.main", "worker"],
+                [sys.executable, "-m", "loopguard_fleet.streams.main", "worker"],
                 env=_worker_env(
                     settings, broker_url, isinstance(broker, EmbeddedBroker), data_dir, web_port
                 ),

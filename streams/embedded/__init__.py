@@ -1,6 +1,6 @@
 """Brokers LoopGuard starts itself on 127.0.0.1: Apache Kafka (`kafka`) and Tansu (`tansu`)."""
 
-from loopguard.streams.embedded.kafka import (
+from loopguard_fleet.streams.embedded.kafka import (
     KAFKA_VERSION,
     KafkaBroker,
     KafkaSetupError,
@@ -8,7 +8,7 @@ from loopguard.streams.embedded.kafka import (
     install_jars,
     is_installed,
 )
-from loopguard.streams.embedded.tansu import EmbeddedBroker
+from loopguard_fleet.streams.embedded.tansu import EmbeddedBroker
 
 __all__ = [
     "KAFKA_VERSION",

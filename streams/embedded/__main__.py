@@ -1,4 +1,4 @@
-"""`python -m loopguard.streams.embedded kafka` (`make kafka`): check Java, install the Kafka jars.
+"""`python -m loopguard_fleet.streams.embedded kafka` (`make kafka`): Java check, Kafka jars.
 
 Exit 0 with where the jars are, or 1 with one line naming what to install.
 """
@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import sys
 
-from loopguard.streams.embedded.kafka import KAFKA_VERSION, KafkaSetupError, find_java, install_jars
+from loopguard_fleet.streams.embedded.kafka import (
+    KAFKA_VERSION,
+    KafkaSetupError,
+    find_java,
+    install_jars,
+)
 
 
 def main(argv: list[str]) -> int:
     """Install what `KafkaBroker` needs; one line on stderr if something is missing."""
     if argv != ["kafka"]:
-        print("usage: python -m loopguard.streams.embedded kafka", file=sys.stderr)
+        print("usage: python -m loopguard_fleet.streams.embedded kafka", file=sys.stderr)
         return 2
     try:
         find_java()

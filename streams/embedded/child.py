@@ -15,8 +15,8 @@ import subprocess
 from types import TracebackType
 from typing import Final, Self
 
-from loopguard.streams.embedded.processes import stop_process
-from loopguard.streams.errors import BrokerError
+from loopguard_fleet.streams.embedded.processes import stop_process
+from loopguard_fleet.streams.errors import BrokerError
 
 __all__ = ["HOST", "ChildBroker", "free_port", "kafka_ready"]
 

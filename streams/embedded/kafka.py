@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import importlib.util
 import os
 import re
 import shutil
@@ -28,10 +29,10 @@ import uuid
 from pathlib import Path
 from typing import Final, Self
 
-from loopguard.streams.embedded.child import HOST, ChildBroker, free_port, kafka_ready
-from loopguard.streams.embedded.kafka_security import ADMIN, SecureSetup
-from loopguard.streams.errors import BrokerError
-from loopguard.streams.kafka.security import ClientSecurity
+from loopguard_fleet.streams.embedded.child import HOST, ChildBroker, free_port, kafka_ready
+from loopguard_fleet.streams.embedded.kafka_security import ADMIN, SecureSetup
+from loopguard_fleet.streams.errors import BrokerError
+from loopguard_fleet.streams.kafka.security import ClientSecurity
 
 __all__ = [
     "KAFKA_VERSION",
@@ -44,7 +45,22 @@ __all__ = [
 
 #: The broker version; deploy/kafka/pom.xml pins the same (tests/unit/test_kafka_launcher.py).
 KAFKA_VERSION: Final = "4.1.2"
-POM: Final = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "pom.xml"
+
+
+def _shipped_pom() -> Path:
+    """deploy/kafka/pom.xml as installed: package data of `loopguard_fleet.deploy.kafka`."""
+    # The wheel ships the pom (pyproject: package-dir), so an installed `loopguard` resolves the
+    # jars exactly as a checkout does. The folder is found through its spec, not
+    # importlib.resources: an editable install adds a path-hook entry to the namespace's path
+    # that resources' MultiplexedPath rejects (Python 3.11).
+    spec = importlib.util.find_spec("loopguard_fleet.deploy.kafka")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(folder) / "pom.xml").is_file():
+            return Path(folder) / "pom.xml"
+    return Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "pom.xml"
+
+
+POM: Final = _shipped_pom()
 _MARKER: Final = ".complete"  # written after every jar was copied: a cut download is no install
 _JAVA_MIN: Final = 17  # Kafka 4 brokers need Java 17
 

@@ -21,9 +21,9 @@ from typing import Final
 
 from pydantic import SecretStr
 
-from loopguard.streams.embedded.child import HOST
-from loopguard.streams.errors import BrokerError
-from loopguard.streams.kafka.security import ClientSecurity
+from loopguard_fleet.streams.embedded.child import HOST
+from loopguard_fleet.streams.errors import BrokerError
+from loopguard_fleet.streams.kafka.security import ClientSecurity
 
 __all__ = [
     "ADMIN",

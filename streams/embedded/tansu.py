@@ -29,8 +29,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final, Self
 
-from loopguard.streams.embedded.child import HOST, ChildBroker, free_port, kafka_ready
-from loopguard.streams.errors import BrokerError
+from loopguard_fleet.streams.embedded.child import HOST, ChildBroker, free_port, kafka_ready
+from loopguard_fleet.streams.errors import BrokerError
 
 __all__ = ["CONSUMER_TIMEOUTS", "EmbeddedBroker", "resolve_binary"]
 

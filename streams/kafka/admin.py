@@ -15,8 +15,8 @@ from typing import Final
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError
 
-from loopguard.streams.errors import BrokerError
-from loopguard.streams.kafka.security import (
+from loopguard_fleet.streams.errors import BrokerError
+from loopguard_fleet.streams.kafka.security import (
     PLAINTEXT,
     ClientSecurity,
     authorization_refusal,

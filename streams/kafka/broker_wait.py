@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
 
-from loopguard.streams.errors import StreamError
+from loopguard_fleet.streams.errors import StreamError
 
 __all__ = ["BrokerUnreachable", "retry_until_reachable"]
 

@@ -19,8 +19,8 @@ from typing import Any, Final
 from aiokafka.helpers import create_ssl_context
 from pydantic import SecretStr
 
-from loopguard.config.settings import KafkaSecuritySettings, SaslMechanism, SecurityProtocol
-from loopguard.streams.errors import BrokerError
+from loopguard_fleet.config.settings import KafkaSecuritySettings, SaslMechanism, SecurityProtocol
+from loopguard_fleet.streams.errors import BrokerError
 
 __all__ = ["PLAINTEXT", "BrokerRefused", "ClientSecurity", "diagnose_refusal"]
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from loopguard.streams.kafka.admin import topic_partitions
-from loopguard.streams.kafka.security import PLAINTEXT, ClientSecurity
+from loopguard_fleet.streams.kafka.admin import topic_partitions
+from loopguard_fleet.streams.kafka.security import PLAINTEXT, ClientSecurity
 
 
 @dataclass(frozen=True, slots=True)

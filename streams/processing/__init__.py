@@ -1,13 +1,13 @@
 """The processing core: per-partition run state and the one `RunDriver` (Faust-free)."""
 
-from loopguard.streams.processing.driver import (
+from loopguard_fleet.streams.processing.driver import (
     DriverLimits,
     Message,
     Outputs,
     RunDriver,
     StateStore,
 )
-from loopguard.streams.processing.partition import LiveRun, PartitionRuns
+from loopguard_fleet.streams.processing.partition import LiveRun, PartitionRuns
 
 __all__ = [
     "DriverLimits",

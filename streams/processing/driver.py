@@ -17,8 +17,8 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from loopguard.config import Policy
-from loopguard.detectors import (
+from loopguard_fleet.config import Policy
+from loopguard_fleet.detectors import (
     NO_VERDICT_YET,
     Applied,
     Decision,
@@ -30,18 +30,18 @@ from loopguard.detectors import (
     apply_event,
     parse_event,
 )
-from loopguard.detectors.process import GivenVerdict
-from loopguard.streams.processing.hot import HotRuns
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.processing.partition import (
+from loopguard_fleet.detectors.process import GivenVerdict
+from loopguard_fleet.streams.processing.hot import HotRuns
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.processing.partition import (
     LiveRun,
     PartitionRuns,
     Snapshot,
     snapshot_state,
 )
-from loopguard.streams.processing.stored import decode_stored, encode_stored
-from loopguard.streams.wire.codec import InputRejected, decode_object, encode, run_key
-from loopguard.streams.wire.deadletter import Origin, dead_letter
+from loopguard_fleet.streams.processing.stored import decode_stored, encode_stored
+from loopguard_fleet.streams.wire.codec import InputRejected, decode_object, encode, run_key
+from loopguard_fleet.streams.wire.deadletter import Origin, dead_letter
 
 __all__ = [
     "DriverLimits",

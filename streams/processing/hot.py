@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 
-from loopguard.detectors import RunState
-from loopguard.streams.processing.partition import LiveRun
+from loopguard_fleet.detectors import RunState
+from loopguard_fleet.streams.processing.partition import LiveRun
 
 __all__ = ["HotRuns"]
 

@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 from aiokafka.partitioner import murmur2
 
-from loopguard.streams.errors import StreamError
-from loopguard.streams.worker.faust.internals import decisions_producer
+from loopguard_fleet.streams.errors import StreamError
+from loopguard_fleet.streams.worker.faust.internals import decisions_producer
 
 __all__ = ["BatchOutbox", "Delivery", "FaustOutbox", "Outbox", "OutputLost", "Sent"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from loopguard.detectors import RunState
-from loopguard.detectors.packed import pack, unpack
-from loopguard.detectors.state import SavedState
+from loopguard_fleet.detectors import RunState
+from loopguard_fleet.detectors.packed import pack, unpack
+from loopguard_fleet.detectors.state import SavedState
 
 __all__ = ["LiveRun", "PartitionRuns", "Snapshot", "snapshot_state"]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from loopguard.detectors import InvalidState, RunState
-from loopguard.detectors.jsjson import NotJSON, dumps, loads
-from loopguard.detectors.state import legacy_stamp_ms
+from loopguard_fleet.detectors import InvalidState, RunState
+from loopguard_fleet.detectors.jsjson import NotJSON, dumps, loads
+from loopguard_fleet.detectors.state import legacy_stamp_ms
 
 __all__ = ["ENVELOPE_VERSION", "Stored", "decode_stored", "encode_stored"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from loopguard.detectors.jsjson import NotJSON, dumps, loads
-from loopguard.streams.errors import StreamError
+from loopguard_fleet.detectors.jsjson import NotJSON, dumps, loads
+from loopguard_fleet.streams.errors import StreamError
 
 __all__ = ["InputRejected", "decode_object", "encode", "run_key"]
 

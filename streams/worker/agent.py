@@ -30,16 +30,16 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from time import perf_counter
 from typing import Any
 
-from loopguard.config import Policy
-from loopguard.config.settings import Settings
-from loopguard.streams.processing import DriverLimits, RunDriver
-from loopguard.streams.processing.driver import TakenRun
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.processing.outbox import FaustOutbox, Outbox
-from loopguard.streams.worker.app import Wiring
-from loopguard.streams.worker.faust.batches import take_batches
-from loopguard.streams.worker.faust.bulk import Bulk, messages_of, records_in
-from loopguard.streams.worker.faust.internals import (
+from loopguard_fleet.config import Policy
+from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.streams.processing import DriverLimits, RunDriver
+from loopguard_fleet.streams.processing.driver import TakenRun
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.processing.outbox import FaustOutbox, Outbox
+from loopguard_fleet.streams.worker.app import Wiring
+from loopguard_fleet.streams.worker.faust.batches import take_batches
+from loopguard_fleet.streams.worker.faust.bulk import Bulk, messages_of, records_in
+from loopguard_fleet.streams.worker.faust.internals import (
     TableStore,
     drain_producer_buffer,
     size_producer_buffer,

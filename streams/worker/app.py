@@ -12,11 +12,11 @@ from typing import Any
 
 import faust
 
-from loopguard.config.settings import Settings
-from loopguard.streams.kafka.security import ClientSecurity
-from loopguard.streams.processing.metrics import CONTENT_TYPE_LATEST, Metrics
-from loopguard.streams.worker.faust.internals import LoopGuardApp
-from loopguard.streams.worker.faust.raw_schema import RawSchema
+from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.streams.kafka.security import ClientSecurity
+from loopguard_fleet.streams.processing.metrics import CONTENT_TYPE_LATEST, Metrics
+from loopguard_fleet.streams.worker.faust.internals import LoopGuardApp
+from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
 
 __all__ = ["TABLE_NAME", "Wiring", "build_app", "changelog_topic"]
 

@@ -30,9 +30,9 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from loopguard.streams.errors import StreamError
-from loopguard.streams.kafka.security import PLAINTEXT, ClientSecurity
-from loopguard.streams.worker.faust.internals import committed_offsets
+from loopguard_fleet.streams.errors import StreamError
+from loopguard_fleet.streams.kafka.security import PLAINTEXT, ClientSecurity
+from loopguard_fleet.streams.worker.faust.internals import committed_offsets
 
 __all__ = [
     "EXIT_BROKER_DATA_LOST",

@@ -10,24 +10,24 @@ import asyncio
 import logging
 import sys
 
-from loopguard.config import Policy, load_policy
-from loopguard.config.settings import Settings
-from loopguard.streams.cli_errors import EXIT_BROKER_REFUSED, EXIT_BROKER_UNREACHABLE
-from loopguard.streams.kafka.admin import create_topics
-from loopguard.streams.kafka.broker_wait import BrokerUnreachable, retry_until_reachable
-from loopguard.streams.kafka.security import BrokerRefused, ClientSecurity
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.processing.outbox import BatchOutbox, Outbox
-from loopguard.streams.worker.agent import RunProcessor, install_agent
-from loopguard.streams.worker.app import Wiring, build_app, changelog_topic
-from loopguard.streams.worker.broker_watch import (
+from loopguard_fleet.config import Policy, load_policy
+from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.streams.cli_errors import EXIT_BROKER_REFUSED, EXIT_BROKER_UNREACHABLE
+from loopguard_fleet.streams.kafka.admin import create_topics
+from loopguard_fleet.streams.kafka.broker_wait import BrokerUnreachable, retry_until_reachable
+from loopguard_fleet.streams.kafka.security import BrokerRefused, ClientSecurity
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.processing.outbox import BatchOutbox, Outbox
+from loopguard_fleet.streams.worker.agent import RunProcessor, install_agent
+from loopguard_fleet.streams.worker.app import Wiring, build_app, changelog_topic
+from loopguard_fleet.streams.worker.broker_watch import (
     EXIT_BROKER_DATA_LOST,
     BrokerWatch,
     discard_orphaned_state,
 )
-from loopguard.streams.worker.exactly_once import TransactionalOutbox
-from loopguard.streams.worker.faust.internals import QuietWorker
-from loopguard.streams.worker.memory import HeapTrimmer, fix_mmap_threshold, glibc_malloc_trim
+from loopguard_fleet.streams.worker.exactly_once import TransactionalOutbox
+from loopguard_fleet.streams.worker.faust.internals import QuietWorker
+from loopguard_fleet.streams.worker.memory import HeapTrimmer, fix_mmap_threshold, glibc_malloc_trim
 
 __all__ = ["assemble", "ensure_topics", "run_worker"]
 

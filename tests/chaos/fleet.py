@@ -26,10 +26,10 @@ from typing import Any
 
 import orjson
 
-from loopguard.config import Policy
-from loopguard.detectors import Decision, RunState
-from loopguard.streams.audit.replay import Rejected, Replayer
-from loopguard.streams.demo.simulate import fleet_events, interleave
+from loopguard_fleet.config import Policy
+from loopguard_fleet.detectors import Decision, RunState
+from loopguard_fleet.streams.audit.replay import Rejected, Replayer
+from loopguard_fleet.streams.demo.simulate import fleet_events, interleave
 
 WireEvent = dict[str, Any]
 TOOL_EVENTS = frozenset({"tool_call", "tool_result"})

@@ -28,8 +28,8 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from loopguard.streams.kafka.admin import create_topics
-from loopguard.streams.kafka.topic_reader import TopicRecord, read_topic_records
+from loopguard_fleet.streams.kafka.admin import create_topics
+from loopguard_fleet.streams.kafka.topic_reader import TopicRecord, read_topic_records
 from tests.chaos.fleet import WireEvent, is_tool_event
 from tests.integration.conftest import SessionBroker, grant_workers, worker_settings
 from tests.worker_process import WorkerLauncher, WorkerProcess

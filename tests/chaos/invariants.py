@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from loopguard.streams.processing.stored import decode_stored
+from loopguard_fleet.streams.processing.stored import decode_stored
 from tests.chaos.fleet import Oracle
 from tests.chaos.harness import Cluster, Record
 

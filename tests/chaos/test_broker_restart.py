@@ -16,9 +16,9 @@ from types import SimpleNamespace
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from loopguard.config import load_policy
-from loopguard.streams.kafka.admin import create_topics
-from loopguard.streams.worker.broker_watch import EXIT_BROKER_DATA_LOST, MARKER, BrokerWatch
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.streams.kafka.admin import create_topics
+from loopguard_fleet.streams.worker.broker_watch import EXIT_BROKER_DATA_LOST, MARKER, BrokerWatch
 from tests.chaos.drive import run_fleet
 from tests.chaos.fleet import Fleet, Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from loopguard.config import load_policy
+from loopguard_fleet.config import load_policy
 from tests.chaos.drive import run_fleet, wait_uncommitted
 from tests.chaos.fleet import Fleet, Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster

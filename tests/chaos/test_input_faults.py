@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loopguard.config import load_policy
+from loopguard_fleet.config import load_policy
 from tests.chaos.drive import run_fleet, wait_uncommitted
 from tests.chaos.fleet import Oracle, chaos_fleet, delay_compactions, redeliver
 from tests.chaos.harness import POLICY, Cluster

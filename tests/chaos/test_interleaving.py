@@ -3,7 +3,7 @@ a backlog's compactions topic before its tool-calls topic decides exactly as seq
 
 from __future__ import annotations
 
-from loopguard.config import load_policy
+from loopguard_fleet.config import load_policy
 from tests.chaos.drive import DRAIN_DEADLINE_S, produce_paced
 from tests.chaos.fleet import Oracle, chaos_fleet, in_seq_order, is_tool_event
 from tests.chaos.harness import POLICY, Cluster

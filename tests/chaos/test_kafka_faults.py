@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from loopguard.config import load_policy
-from loopguard.streams.embedded import KafkaBroker
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.streams.embedded import KafkaBroker
 from tests.chaos.drive import DRAIN_DEADLINE_S, produce_paced, wait_uncommitted
 from tests.chaos.fleet import Fleet, Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster

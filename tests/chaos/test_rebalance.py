@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from loopguard.config import load_policy
+from loopguard_fleet.config import load_policy
 from tests.chaos.drive import DRAIN_DEADLINE_S, processed_events, run_fleet, wait_uncommitted
 from tests.chaos.fleet import Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster

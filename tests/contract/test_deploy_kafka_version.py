@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from loopguard.streams.embedded import KAFKA_VERSION
+from loopguard_fleet.streams.embedded import KAFKA_VERSION
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
 

@@ -125,7 +125,7 @@ def test_exported_sample_names_notices_a_renamed_metric() -> None:
 
 
 def test_every_metric_used_in_deploy_is_exported_by_the_worker_registry() -> None:
-    from loopguard.streams.processing.metrics import Metrics
+    from loopguard_fleet.streams.processing.metrics import Metrics
 
     exposition = Metrics().render().decode()
 
@@ -133,7 +133,7 @@ def test_every_metric_used_in_deploy_is_exported_by_the_worker_registry() -> Non
 
 
 def test_the_worker_registry_labels_match_the_contract() -> None:
-    from loopguard.streams.processing.metrics import Metrics
+    from loopguard_fleet.streams.processing.metrics import Metrics
 
     metrics = Metrics()
     for event_type in EXPORTED_LABELS["loopguard_events"]["type"] or ():

@@ -52,7 +52,7 @@ def test_runbook_links_to_other_runbooks_resolve(path: Path) -> None:
 
 @pytest.mark.parametrize("path", runbook_files(), ids=lambda path: path.name)
 def test_runbook_commands_use_the_real_cli(path: Path) -> None:
-    from loopguard.streams.cli import build_parser
+    from loopguard_fleet.streams.cli import build_parser
 
     parser = build_parser()
     commands = [

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from loopguard.config.settings import Settings
-from loopguard.streams.embedded.kafka_security import RUNTIME, WORKER, Acl, loopguard_acls
+from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.streams.embedded.kafka_security import RUNTIME, WORKER, Acl, loopguard_acls
 from tests.contract.deploy_env import k8s_environment, worker_container
 from tests.contract.deploy_files import DEPLOY, README, find_manifest, yaml_documents
 

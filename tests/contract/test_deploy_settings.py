@@ -78,7 +78,7 @@ def test_every_loopguard_variable_is_listed_in_the_deploy_readme(
 def test_every_loopguard_variable_in_compose_and_k8s_files_parses_into_settings(
     source: str, environment: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from loopguard.config.settings import Settings
+    from loopguard_fleet.config.settings import Settings
 
     fields = {f"{PREFIX}{name}".upper() for name in Settings.model_fields}
     unknown = set(environment) - fields
@@ -113,7 +113,7 @@ def test_the_policy_file_is_openclaw_shaped() -> None:
 
 
 def test_the_policy_file_loads_with_the_policy_loader() -> None:
-    from loopguard.config import load_policy
+    from loopguard_fleet.config import load_policy
 
     policy = load_policy(POLICY_FILE)
     assert policy.for_agent("main") != policy.for_agent(None)

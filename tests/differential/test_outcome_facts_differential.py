@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from loopguard.detectors import Outcome, normalize_tool
-from loopguard.detectors.outcome_facts import OutcomeFacts, outcome_facts, retool_2026_9
+from loopguard_fleet.detectors import Outcome, normalize_tool
+from loopguard_fleet.detectors.outcome_facts import OutcomeFacts, outcome_facts, retool_2026_9
 from tests.differential.outcomes import random_outcome
 
 SEEDS = [1, 2, 3]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from loopguard.config import load_policy
-from loopguard.config.roster import normalize_agent_id
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.config.roster import normalize_agent_id
 
 IDS = ["main", "safe-runner", "Safe Runner", "ops_2", "Work", " spaced ", "x.y"]
 

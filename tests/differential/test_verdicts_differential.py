@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from loopguard.detectors import RunState, Thresholds, process_event
+from loopguard_fleet.detectors import RunState, Thresholds, process_event
 from tests.differential.streams import generate_run
 
 TH = Thresholds(enabled=True, semantics="openclaw-2026.9", channel_tools=frozenset())

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import orjson
 
-from loopguard.config import load_policy
-from loopguard.streams.audit.replay import Rejected, Replayer, encode_decision, replay_lines
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.streams.audit.replay import Rejected, Replayer, encode_decision, replay_lines
 
 TRACES = Path(__file__).parents[1] / "data" / "traces"
 EXPECTED = Path(__file__).parent / "expected"

@@ -35,12 +35,17 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from loopguard.config.settings import Settings
-from loopguard.streams.embedded import KafkaBroker
-from loopguard.streams.embedded.kafka_security import ADMIN, WORKER, create_acls, loopguard_acls
-from loopguard.streams.embedded.tansu import EmbeddedBroker
-from loopguard.streams.kafka.admin import create_topics, topic_partitions
-from loopguard.streams.kafka.security import PLAINTEXT, ClientSecurity
+from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.streams.embedded import KafkaBroker
+from loopguard_fleet.streams.embedded.kafka_security import (
+    ADMIN,
+    WORKER,
+    create_acls,
+    loopguard_acls,
+)
+from loopguard_fleet.streams.embedded.tansu import EmbeddedBroker
+from loopguard_fleet.streams.kafka.admin import create_topics, topic_partitions
+from loopguard_fleet.streams.kafka.security import PLAINTEXT, ClientSecurity
 
 PARTITIONS = 4
 _HERE = Path(__file__).parent

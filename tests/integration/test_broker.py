@@ -8,10 +8,10 @@ import sys
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from loopguard.streams.embedded.child import kafka_ready
-from loopguard.streams.embedded.tansu import EmbeddedBroker
-from loopguard.streams.errors import BrokerError
-from loopguard.streams.kafka.admin import create_topics, topic_partitions
+from loopguard_fleet.streams.embedded.child import kafka_ready
+from loopguard_fleet.streams.embedded.tansu import EmbeddedBroker
+from loopguard_fleet.streams.errors import BrokerError
+from loopguard_fleet.streams.kafka.admin import create_topics, topic_partitions
 
 from .conftest import is_secure
 

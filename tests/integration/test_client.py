@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from loopguard.detectors import args_hash
-from loopguard.streams.client.runtime import ClientError, RuntimeClient, Topics, VerdictReply
-from loopguard.streams.demo.simulate import fleet_events, simulate
-from loopguard.streams.embedded.tansu import EmbeddedBroker
-from loopguard.streams.kafka.admin import topic_partitions
+from loopguard_fleet.detectors import args_hash
+from loopguard_fleet.streams.client.runtime import ClientError, RuntimeClient, Topics, VerdictReply
+from loopguard_fleet.streams.demo.simulate import fleet_events, simulate
+from loopguard_fleet.streams.embedded.tansu import EmbeddedBroker
+from loopguard_fleet.streams.kafka.admin import topic_partitions
 
 from .conftest import KafkaIO, TopicSet
 

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from aiokafka.errors import ProducerClosed
 
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.processing.outbox import BatchOutbox
-from loopguard.streams.worker.app import build_app
-from loopguard.streams.worker.faust.internals import decisions_producer
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.processing.outbox import BatchOutbox
+from loopguard_fleet.streams.worker.app import build_app
+from loopguard_fleet.streams.worker.faust.internals import decisions_producer
 
 from .conftest import KafkaIO, SessionBroker, TopicSet, app_settings
 

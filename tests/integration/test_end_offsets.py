@@ -6,8 +6,8 @@ import asyncio
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from loopguard.streams.embedded.tansu import EmbeddedBroker
-from loopguard.streams.kafka.end_offsets import probe_end_offsets
+from loopguard_fleet.streams.embedded.tansu import EmbeddedBroker
+from loopguard_fleet.streams.kafka.end_offsets import probe_end_offsets
 
 from .conftest import TopicSet
 

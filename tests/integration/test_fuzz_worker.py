@@ -22,9 +22,9 @@ from typing import Any
 
 import orjson
 
-from loopguard.config import load_policy
-from loopguard.detectors import InvalidEvent, parse_event
-from loopguard.streams.wire.codec import InputRejected, decode_object, run_key
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.detectors import InvalidEvent, parse_event
+from loopguard_fleet.streams.wire.codec import InputRejected, decode_object, run_key
 from tests.chaos.fleet import Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster
 from tests.chaos.invariants import decision_id

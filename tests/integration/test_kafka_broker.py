@@ -14,10 +14,10 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
-from loopguard.streams.embedded import KafkaBroker
-from loopguard.streams.embedded.child import kafka_ready
-from loopguard.streams.errors import BrokerError
-from loopguard.streams.kafka.admin import create_topics, topic_partitions
+from loopguard_fleet.streams.embedded import KafkaBroker
+from loopguard_fleet.streams.embedded.child import kafka_ready
+from loopguard_fleet.streams.errors import BrokerError
+from loopguard_fleet.streams.kafka.admin import create_topics, topic_partitions
 
 pytestmark = pytest.mark.integration
 

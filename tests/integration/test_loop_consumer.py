@@ -15,8 +15,8 @@ from typing import Any
 from aiokafka import TopicPartition
 from mode.threads import WorkerThread
 
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.worker.app import build_app
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.worker.app import build_app
 
 from .conftest import KafkaIO, SessionBroker, TopicSet, app_settings
 

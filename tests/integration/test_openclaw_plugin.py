@@ -22,10 +22,10 @@ from typing import Any
 import orjson
 import pytest
 
-from loopguard.streams.client.runtime import RuntimeClient
-from loopguard.streams.embedded import KafkaBroker
-from loopguard.streams.embedded.kafka_security import RUNTIME
-from loopguard.streams.embedded.tansu import EmbeddedBroker
+from loopguard_fleet.streams.client.runtime import RuntimeClient
+from loopguard_fleet.streams.embedded import KafkaBroker
+from loopguard_fleet.streams.embedded.kafka_security import RUNTIME
+from loopguard_fleet.streams.embedded.tansu import EmbeddedBroker
 from tests.worker_process import REPO, WorkerLauncher
 
 from .conftest import SessionBroker, TopicSet, is_secure, worker_settings

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from loopguard.streams.embedded.tansu import EmbeddedBroker
+from loopguard_fleet.streams.embedded.tansu import EmbeddedBroker
 from tests.chaos.harness import Cluster, Record
 
 SECRETS = [f"sk-live-PRIVACY-{i}-Zq9xW" for i in range(12)]

@@ -12,7 +12,7 @@ import subprocess
 import zlib
 from pathlib import Path
 
-from loopguard.streams.cli import main
+from loopguard_fleet.streams.cli import main
 
 REPO = Path(__file__).parents[2]
 TRACES = REPO / "tests" / "data" / "traces"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import orjson
 
-from loopguard.config import load_policy
-from loopguard.streams.audit.replay import Rejected, Replayer, replay_lines
-from loopguard.streams.kafka.topic_reader import read_topic
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.streams.audit.replay import Rejected, Replayer, replay_lines
+from loopguard_fleet.streams.kafka.topic_reader import read_topic
 
 TRACE = Path(__file__).parents[1] / "data" / "traces" / "openclaw-P1-r5.jsonl"
 POLICY = {"tools": {"loopDetection": {"enabled": True}}}

@@ -20,7 +20,7 @@ STEP_MS = 1_000
 
 def _cli(*argv: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "loopguard.streams.cli", *argv],
+        [sys.executable, "-m", "loopguard_fleet.streams.cli", *argv],
         input=stdin, capture_output=True, cwd=REPO, timeout=120,
     )  # fmt: skip
 

@@ -20,13 +20,19 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import TopicAuthorizationFailedError
 
-from loopguard.streams.cli_errors import EXIT_BROKER_REFUSED
-from loopguard.streams.client.runtime import RuntimeClient
-from loopguard.streams.embedded import KafkaBroker
-from loopguard.streams.embedded.child import free_port
-from loopguard.streams.embedded.kafka_security import ADMIN, OUTSIDER, RUNTIME, WORKER, make_ca
-from loopguard.streams.kafka.admin import create_topics
-from loopguard.streams.kafka.security import ClientSecurity
+from loopguard_fleet.streams.cli_errors import EXIT_BROKER_REFUSED
+from loopguard_fleet.streams.client.runtime import RuntimeClient
+from loopguard_fleet.streams.embedded import KafkaBroker
+from loopguard_fleet.streams.embedded.child import free_port
+from loopguard_fleet.streams.embedded.kafka_security import (
+    ADMIN,
+    OUTSIDER,
+    RUNTIME,
+    WORKER,
+    make_ca,
+)
+from loopguard_fleet.streams.kafka.admin import create_topics
+from loopguard_fleet.streams.kafka.security import ClientSecurity
 
 from ..worker_process import REPO, WorkerLauncher
 from .conftest import PARTITIONS, KafkaIO, TopicSet, broker_kind, grant_topic_set, security_settings
@@ -231,7 +237,7 @@ def _run_worker(env_settings: dict[str, object]) -> tuple[int, str]:
     env.update({f"LOOPGUARD_{k.upper()}": str(v) for k, v in env_settings.items()})
     env["LOOPGUARD_WEB_PORT"] = str(free_port())
     proc = subprocess.run(
-        [sys.executable, "-m", "loopguard.streams.main", "worker"],
+        [sys.executable, "-m", "loopguard_fleet.streams.main", "worker"],
         capture_output=True, text=True, timeout=120, cwd=REPO, env=env,
     )  # fmt: skip
     return proc.returncode, proc.stdout + proc.stderr
@@ -319,8 +325,8 @@ async def test_replay_reads_a_topic_over_sasl_ssl_and_a_bad_login_is_one_line(
             {f"LOOPGUARD_{k.upper()}": str(v) for k, v in security_settings(security).items()}
         )
         return subprocess.run(
-            [sys.executable, "-m", "loopguard.streams.cli", "replay", "--topic", ts.tool_calls,
-             "--broker", b.bootstrap, "--policy", str(policy), "--quiet"],
+            [sys.executable, "-m", "loopguard_fleet.streams.cli", "replay",
+             "--topic", ts.tool_calls, "--broker", b.bootstrap, "--policy", str(policy), "--quiet"],
             capture_output=True, text=True, timeout=120, cwd=REPO, env=env,
         )  # fmt: skip
 

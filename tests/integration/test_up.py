@@ -52,7 +52,7 @@ def test_up_demo_prints_blocks_and_aborts_and_stops_everything_on_signal(
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
     # `up` starts a broker of its own; it has no secured mode, so kafka-secure runs its Kafka.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loopguard.streams.cli", "up", "--demo", "--runs", "20",
+        [sys.executable, "-m", "loopguard_fleet.streams.cli", "up", "--demo", "--runs", "20",
          "--broker", "kafka" if broker_kind() == "kafka-secure" else broker_kind()],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
         # A shell starts background jobs with SIGINT ignored, and Python then keeps ignoring

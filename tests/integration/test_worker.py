@@ -1,8 +1,8 @@
 """The worker end to end on the real broker: loops, verdicts, dead letters, metrics.
 
-Each test runs its own worker as a subprocess (`python -m loopguard.streams.main worker`, configured
-only through LOOPGUARD_* variables) on its own topics, consumer group, data dir and web port,
-and compares the control topic with what the engine itself decides for the same events.
+Each test runs its own worker as a subprocess (`python -m loopguard_fleet.streams.main worker`,
+configured only through LOOPGUARD_* variables) on its own topics, consumer group, data dir and
+web port, and compares the control topic with what the engine itself decides for the same events.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from loopguard.config import load_policy
-from loopguard.detectors import RunState, parse_event, process_event
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.detectors import RunState, parse_event, process_event
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
 from .conftest import KafkaIO, Message, SessionBroker, TopicSet, worker_settings

@@ -15,13 +15,13 @@ from typing import Any
 import orjson
 import pytest
 
-import loopguard.streams.processing.driver as driver_module
-from loopguard.config import load_policy
-from loopguard.config.settings import Settings
-from loopguard.detectors import RunState, parse_event, process_event
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.processing.stored import decode_stored, encode_stored
-from loopguard.streams.worker.agent import RunProcessor
+import loopguard_fleet.streams.processing.driver as driver_module
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.detectors import RunState, parse_event, process_event
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.processing.stored import decode_stored, encode_stored
+from loopguard_fleet.streams.worker.agent import RunProcessor
 from tests.wire import InputRecord
 
 POLICY = load_policy({"tools": {"loopDetection": {"enabled": True}}})

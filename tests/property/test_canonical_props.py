@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopguard.detectors.canonical import _encode, canonical_json, canonical_json_bytes
-from loopguard.detectors.hashing import digest
-from loopguard.detectors.values import UNDEFINED
+from loopguard_fleet.detectors.canonical import _encode, canonical_json, canonical_json_bytes
+from loopguard_fleet.detectors.hashing import digest
+from loopguard_fleet.detectors.values import UNDEFINED
 from tests.mappings import Record
 
 laws = settings(max_examples=200, derandomize=True, database=None, deadline=None)

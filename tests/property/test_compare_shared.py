@@ -13,9 +13,9 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from loopguard.config import load_policy
-from loopguard.streams.audit.compare import compare
-from loopguard.streams.demo.simulate import fleet_events
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.streams.audit.compare import compare
+from loopguard_fleet.streams.demo.simulate import fleet_events
 from tests.property.test_replay_jobs import fleets
 
 TRACES = Path(__file__).parents[1] / "data" / "traces"
@@ -101,7 +101,7 @@ def _overlapping(calls: int) -> list[bytes]:
 def test_calls_in_flight_compare_alike_and_are_shared_again_only_when_equal(
     candidate: dict[str, int],
 ) -> None:
-    from loopguard.streams.audit import compare as module
+    from loopguard_fleet.streams.audit import compare as module
 
     rejoined: list[bool] = []  # per re-sharing: were the two states equal?
     original = module._Shared.__init__
@@ -129,7 +129,7 @@ def test_a_lower_threshold_forks_only_the_runs_it_changes_and_shares_them_again(
     """The sharing is real: on a fleet where some runs loop, the runs the candidate decides
     differently are forked, healthy ones stay shared (so the report comes cheaper), and a
     forked run whose two states become equal again is shared again."""
-    from loopguard.streams.audit import compare as module
+    from loopguard_fleet.streams.audit import compare as module
 
     shared: list[Any] = []
     ever_forked: set[str] = set()

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopguard.detectors import RunState, Thresholds, process_event
+from loopguard_fleet.detectors import RunState, Thresholds, process_event
 from tests.wire import RunScript, text_result
 
 TOOLS = ["read", "list", "exec", "process", "command_status"]

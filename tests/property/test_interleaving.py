@@ -17,7 +17,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopguard.detectors import RunState, Thresholds, process_event
+from loopguard_fleet.detectors import RunState, Thresholds, process_event
 from tests.property.test_engine_laws import ARGS, OUTCOMES, TOOLS, thresholds
 from tests.wire import RunScript
 

@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopguard.detectors import canonical_json
-from loopguard.detectors.jsjson import _parse, dumps, loads
+from loopguard_fleet.detectors import canonical_json
+from loopguard_fleet.detectors.jsjson import _parse, dumps, loads
 
 # Strings with every kind of code point, lone surrogates included (what JavaScript can hold).
 strings = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=8)

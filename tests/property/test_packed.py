@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from loopguard.detectors import CONFIGURABLE, OPENCLAW_2026_9, Record, RunState, Thresholds
-from loopguard.detectors.hashkeys import hash_key
-from loopguard.detectors.packed import pack, unpack
-from loopguard.detectors.records import record_cells
+from loopguard_fleet.detectors import CONFIGURABLE, OPENCLAW_2026_9, Record, RunState, Thresholds
+from loopguard_fleet.detectors.hashkeys import hash_key
+from loopguard_fleet.detectors.packed import pack, unpack
+from loopguard_fleet.detectors.records import record_cells
 from tests.property.test_engine_laws import run, script, steps_st, thresholds
 
 DIGEST = hashlib.sha256(b"x").hexdigest()

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopguard.config import PolicyError, load_policy
+from loopguard_fleet.config import PolicyError, load_policy
 
 NUMBER_KEYS = (
     "historySize",

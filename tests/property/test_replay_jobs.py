@@ -11,15 +11,15 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopguard.config import load_policy
-from loopguard.streams.audit.inputs import FileInput
-from loopguard.streams.audit.replay_jobs import (
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.streams.audit.inputs import FileInput
+from loopguard_fleet.streams.audit.replay_jobs import (
     ROUND_LINES,
     ReplaySpec,
     replay_local,
     replay_sharded,
 )
-from loopguard.streams.cli import main
+from loopguard_fleet.streams.cli import main
 
 LOW = {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5}
 POLICY = load_policy({"tools": {"loopDetection": {**LOW, "globalCircuitBreakerThreshold": 7}}})

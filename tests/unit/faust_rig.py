@@ -19,11 +19,11 @@ import pytest
 from aiokafka.structs import ConsumerRecord
 from faust.types import TP
 
-from loopguard.config.settings import Settings
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.worker.app import Wiring, build_app
-from loopguard.streams.worker.faust.batches import ack_all
-from loopguard.streams.worker.faust.bulk import Bulk
+from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.worker.app import Wiring, build_app
+from loopguard_fleet.streams.worker.faust.batches import ack_all
+from loopguard_fleet.streams.worker.faust.bulk import Bulk
 
 TOPIC = "unit.tool-calls"
 BULK_MAX = 100  # records per bulk in a rig with bulks on (streams/worker/faust/bulk.py)

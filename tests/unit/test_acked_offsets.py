@@ -19,8 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from intervaltree import IntervalTree
 
-from loopguard.streams.worker.faust.acked import AckedOffsets
-from loopguard.streams.worker.faust.internals import _TunedConsumer
+from loopguard_fleet.streams.worker.faust.acked import AckedOffsets
+from loopguard_fleet.streams.worker.faust.internals import _TunedConsumer
 
 TP0 = TP("unit.offsets", 0)
 OFFSETS = st.integers(min_value=0, max_value=60)

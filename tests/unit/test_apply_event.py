@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from loopguard.detectors import Applied, RunState, Thresholds, apply_event, process_event
+from loopguard_fleet.detectors import Applied, RunState, Thresholds, apply_event, process_event
 from tests.wire import RunScript
 
 ON = Thresholds(enabled=True, warning_threshold=2, critical_threshold=4)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from loopguard.detectors import (
+from loopguard_fleet.detectors import (
     NO_VERDICT_YET,
     OPENCLAW_2026_9,
     RunState,

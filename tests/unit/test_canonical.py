@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from loopguard.detectors.canonical import JSONLike, canonical_json, js_number_text
-from loopguard.detectors.errors import DetectorError
-from loopguard.detectors.hashing import digest
-from loopguard.detectors.values import UNDEFINED
+from loopguard_fleet.detectors.canonical import JSONLike, canonical_json, js_number_text
+from loopguard_fleet.detectors.errors import DetectorError
+from loopguard_fleet.detectors.hashing import digest
+from loopguard_fleet.detectors.values import UNDEFINED
 from tests.mappings import Record
 
 VECTORS = json.loads(

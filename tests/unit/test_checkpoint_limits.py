@@ -23,12 +23,12 @@ import orjson
 import pytest
 from aiokafka.structs import ConsumerRecord
 
-from loopguard.config import load_policy
-from loopguard.config.settings import Settings
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.processing.stored import decode_stored
-from loopguard.streams.wire.codec import run_key
-from loopguard.streams.worker.agent import RunProcessor, freeze_startup_heap
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.processing.stored import decode_stored
+from loopguard_fleet.streams.wire.codec import run_key
+from loopguard_fleet.streams.worker.agent import RunProcessor, freeze_startup_heap
 from tests.unit.faust_rig import TOPIC, TP0, Rig, build_rig, turns
 
 POLICY = load_policy({"tools": {"loopDetection": {"enabled": True}}})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loopguard.streams.cli import main
+from loopguard_fleet.streams.cli import main
 from tests.wire import RunScript
 
 ON = "{tools: {loopDetection: {enabled: true}}}"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from loopguard.streams.cli import main
-from loopguard.streams.cli_errors import (
+from loopguard_fleet.streams.cli import main
+from loopguard_fleet.streams.cli_errors import (
     EXIT_BROKER_UNREACHABLE,
     EXIT_CANNOT_WRITE,
     EXIT_FAILED,
@@ -114,7 +114,7 @@ def test_debug_shows_the_traceback_instead(capsys) -> None:
 
 def _run(*argv: str, env: dict[str, str] | None = None, timeout: float = 60) -> tuple[int, str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "loopguard.streams.cli", *argv],
+        [sys.executable, "-m", "loopguard_fleet.streams.cli", *argv],
         capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env,
     )  # fmt: skip
     return proc.returncode, proc.stderr
@@ -141,7 +141,8 @@ def test_a_replay_cut_off_by_head_stops_quietly(events: Path) -> None:
     text = events.read_text()
     big = "".join(text.replace('"r1', f'"r{i}-') for i in range(400))  # 400 runs, ~6,000 lines
     replay = (
-        f"{sys.executable} -m loopguard.streams.cli replay - --quiet --policy examples/policy.json5"
+        f"{sys.executable} -m loopguard_fleet.streams.cli replay - --quiet"
+        " --policy examples/policy.json5"
     )
     proc = subprocess.run(
         f"{replay} | head -c 10",

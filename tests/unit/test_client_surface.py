@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loopguard.streams import client
+from loopguard_fleet.streams import client
 
 DOCUMENTED = {
     "MISSING",
@@ -34,7 +34,7 @@ def test_the_client_needs_no_worker_side_module() -> None:
     import sys
 
     probe = (
-        "import sys; import loopguard.streams.client; "
+        "import sys; import loopguard_fleet.streams.client; "
         "print(sorted(m for m in ('faust', 'mode') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

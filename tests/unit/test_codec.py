@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from loopguard.streams.wire.codec import InputRejected, decode_object, encode
+from loopguard_fleet.streams.wire.codec import InputRejected, decode_object, encode
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from loopguard.config import load_policy
-from loopguard.streams.audit.compare import compare
-from loopguard.streams.audit.inputs import FileInput
-from loopguard.streams.audit.replay import Rejected, Replayer, replay_items
-from loopguard.streams.cli import main
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.streams.audit.compare import compare
+from loopguard_fleet.streams.audit.inputs import FileInput
+from loopguard_fleet.streams.audit.replay import Rejected, Replayer, replay_items
+from loopguard_fleet.streams.cli import main
 from tests.wire import RunScript
 
 TRACES = Path(__file__).parents[1] / "data" / "traces"

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from loopguard.streams.wire.deadletter import Origin, dead_letter
+from loopguard_fleet.streams.wire.deadletter import Origin, dead_letter
 
 ORIGIN = Origin("loopguard.tool-calls", 2, 41, 1_700_000_000_000, b"r1")
 

@@ -6,12 +6,12 @@ import inspect
 import json
 from pathlib import Path
 
-from loopguard.config import defaults
-from loopguard.config.settings import Settings
-from loopguard.detectors import hashing
-from loopguard.detectors.outcome_facts import outcome_facts
-from loopguard.detectors.values import DEFAULT_CHANNEL_TOOLS, Thresholds
-from loopguard.streams.client import Topics
+from loopguard_fleet.config import defaults
+from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.detectors import hashing
+from loopguard_fleet.detectors.outcome_facts import outcome_facts
+from loopguard_fleet.detectors.values import DEFAULT_CHANNEL_TOOLS, Thresholds
+from loopguard_fleet.streams.client import Topics
 
 ROOT = Path(__file__).parents[2]
 

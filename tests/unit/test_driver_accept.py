@@ -8,12 +8,12 @@ from typing import Any
 import orjson
 import pytest
 
-from loopguard.config import load_policy
-from loopguard.detectors import Event
-from loopguard.streams.audit.replay import MemoryOutputs, MemoryStore
-from loopguard.streams.processing import DriverLimits, RunDriver
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.wire.codec import decode_object, run_key
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.detectors import Event
+from loopguard_fleet.streams.audit.replay import MemoryOutputs, MemoryStore
+from loopguard_fleet.streams.processing import DriverLimits, RunDriver
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.wire.codec import decode_object, run_key
 from tests.wire import InputRecord, RunScript
 
 POLICY = load_policy({"tools": {"loopDetection": {"enabled": True}}})

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from loopguard.detectors import RunState, Thresholds, process_event
+from loopguard_fleet.detectors import RunState, Thresholds, process_event
 from tests.wire import RunScript, text_result
 
 ON = Thresholds(enabled=True)
@@ -233,7 +233,7 @@ def test_warnings_are_published_at_each_new_bucket_only() -> None:
 
 
 def test_bucket_map_keeps_256_keys_dropping_the_earliest() -> None:
-    from loopguard.detectors.engine import bucket_key, publish_warning
+    from loopguard_fleet.detectors.engine import bucket_key, publish_warning
 
     state = RunState()
     for i in range(257):

@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from loopguard.detectors import engine
-from loopguard.detectors.engine import bucket_key
+from loopguard_fleet.detectors import engine
+from loopguard_fleet.detectors.engine import bucket_key
 
 
 def _computed(warning_key: str) -> str:

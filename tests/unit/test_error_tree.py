@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from loopguard import config, detectors, streams
-from loopguard.detectors import DetectorError, LoopGuardError
-from loopguard.streams.errors import StreamError
+from loopguard_fleet import config, detectors, streams
+from loopguard_fleet.detectors import DetectorError, LoopGuardError
+from loopguard_fleet.streams.errors import StreamError
 
 ROOTS = {"detectors": DetectorError, "config": LoopGuardError, "streams": StreamError}
 

@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from loopguard.detectors import InvalidEvent, Outcome, parse_event
-from loopguard.detectors.hashing import args_hash
-from loopguard.streams.wire.schema import AnyWireEvent
+from loopguard_fleet.detectors import InvalidEvent, Outcome, parse_event
+from loopguard_fleet.detectors.hashing import args_hash
+from loopguard_fleet.streams.wire.schema import AnyWireEvent
 
 BASE = {"event_id": "e1", "run_id": "r1", "seq": 1}
 

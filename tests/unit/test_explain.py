@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loopguard.config import load_policy
-from loopguard.streams.audit.explain import explain_run
-from loopguard.streams.audit.inputs import FileInput
-from loopguard.streams.cli import main
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.streams.audit.explain import explain_run
+from loopguard_fleet.streams.audit.inputs import FileInput
+from loopguard_fleet.streams.cli import main
 
 TRACES = Path(__file__).parents[1] / "data" / "traces"
 P1, P1_RUN = TRACES / "openclaw-P1-r5.jsonl", "15fa1919-9e0b-4b9a-83ac-39b1736ab54a"

@@ -15,8 +15,8 @@ import pytest
 from aiokafka.structs import ConsumerRecord
 from faust.types import TP
 
-from loopguard.streams.worker.faust.batches import ack_all, take_batches
-from loopguard.streams.worker.faust.raw_schema import RawSchema
+from loopguard_fleet.streams.worker.faust.batches import ack_all, take_batches
+from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
 from tests.unit.faust_rig import TP0, Rig, build_rig, records, turns
 
 

@@ -19,10 +19,10 @@ from aiokafka.structs import ConsumerRecord
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopguard.streams.processing.driver import _ms
-from loopguard.streams.worker.faust.batches import ack_all, take_batches
-from loopguard.streams.worker.faust.bulk import Bulk, RecordView, messages_of, records_in
-from loopguard.streams.worker.faust.delivery import BULK_QUEUE_ITEMS, Deliveries
+from loopguard_fleet.streams.processing.driver import _ms
+from loopguard_fleet.streams.worker.faust.batches import ack_all, take_batches
+from loopguard_fleet.streams.worker.faust.bulk import Bulk, RecordView, messages_of, records_in
+from loopguard_fleet.streams.worker.faust.delivery import BULK_QUEUE_ITEMS, Deliveries
 from tests.unit.faust_rig import (
     CONDUCTOR_WAITS,
     TOPIC,

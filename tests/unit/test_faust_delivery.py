@@ -16,8 +16,8 @@ import pytest
 from aiokafka import TopicPartition
 from faust.types import TP
 
-from loopguard.streams.worker.faust.delivery import Deliveries
-from loopguard.streams.worker.faust.drain import start_eagerly
+from loopguard_fleet.streams.worker.faust.delivery import Deliveries
+from loopguard_fleet.streams.worker.faust.drain import start_eagerly
 from tests.unit.faust_rig import (
     CONDUCTOR_WAITS,
     TP0,

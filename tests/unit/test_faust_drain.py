@@ -21,7 +21,7 @@ from faust.transport.consumer import Consumer as FaustConsumer
 from faust.types import TP
 from mode.services import WaitResults
 
-from loopguard.streams.worker.faust.drain import YIELD_EVERY, start_eagerly
+from loopguard_fleet.streams.worker.faust.drain import YIELD_EVERY, start_eagerly
 from tests.unit.faust_rig import BULK_MAX, TP0, Rig, build_rig, records, turns
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from loopguard.detectors import RunState, Thresholds, process_event
+from loopguard_fleet.detectors import RunState, Thresholds, process_event
 from tests.wire import RunScript, text_result
 
 OFF = Thresholds()  # rolling detectors off, guard on (enabled unset)

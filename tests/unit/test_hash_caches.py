@@ -10,18 +10,18 @@ from typing import Any
 
 import pytest
 
-from loopguard.detectors import hashing
-from loopguard.detectors.canonical import canonical_json_bytes
-from loopguard.detectors.errors import InvalidEvent
-from loopguard.detectors.events import parse_event
-from loopguard.detectors.hashing import (
+from loopguard_fleet.detectors import hashing
+from loopguard_fleet.detectors.canonical import canonical_json_bytes
+from loopguard_fleet.detectors.errors import InvalidEvent
+from loopguard_fleet.detectors.events import parse_event
+from loopguard_fleet.detectors.hashing import (
     args_hash,
     call_signature,
     digest,
     normalize_tool,
     result_hash,
 )
-from loopguard.detectors.values import JSON, UNDEFINED, Outcome, ToolCall
+from loopguard_fleet.detectors.values import JSON, UNDEFINED, Outcome, ToolCall
 from tests.unit.test_canonical import revive
 
 VECTORS = json.loads(

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from loopguard.detectors import RunState, Thresholds, hash_outcome, parse_event, process_event
-from loopguard.streams.demo.simulate import fleet_events
+from loopguard_fleet.detectors import RunState, Thresholds, hash_outcome, parse_event, process_event
+from loopguard_fleet.streams.demo.simulate import fleet_events
 from tests.wire import RunScript, text_result
 
 ON = Thresholds(enabled=True, warning_threshold=3, critical_threshold=6, unknown_tool_threshold=4)

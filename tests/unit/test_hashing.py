@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from loopguard.detectors.hashing import (
+from loopguard_fleet.detectors.hashing import (
     args_hash,
     digest,
     error_text,
@@ -20,7 +20,7 @@ from loopguard.detectors.hashing import (
     result_hash,
     unknown_tool_name,
 )
-from loopguard.detectors.values import JSON, UNDEFINED, Outcome
+from loopguard_fleet.detectors.values import JSON, UNDEFINED, Outcome
 
 VECTORS = json.loads(
     (Path(__file__).parents[1] / "data" / "canonical_vectors.json").read_text(encoding="utf-8")

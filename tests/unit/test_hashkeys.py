@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopguard.detectors import Outcome
-from loopguard.detectors.hashing import result_hash, result_key
-from loopguard.detectors.hashkeys import hash_key, hash_text
+from loopguard_fleet.detectors import Outcome
+from loopguard_fleet.detectors.hashing import result_hash, result_key
+from loopguard_fleet.detectors.hashkeys import hash_key, hash_text
 
 HEX = "0123456789abcdef" * 4
 
@@ -87,7 +87,7 @@ def test_the_result_key_is_the_key_of_the_result_hash(
 
 
 def test_a_text_made_from_a_key_gives_that_key_back_from_the_memo_and_after_it_empties() -> None:
-    from loopguard.detectors import hashkeys
+    from loopguard_fleet.detectors import hashkeys
 
     keys = [b"read:" + i.to_bytes(32, "big") for i in range(hashkeys._TEXT_ENTRIES + 10)]
     for key in keys:

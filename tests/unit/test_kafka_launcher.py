@@ -10,9 +10,14 @@ from pathlib import Path
 
 import pytest
 
-import loopguard.streams.embedded.kafka as kafka_module
-from loopguard.streams.embedded import KAFKA_VERSION, KafkaBroker, KafkaSetupError, install_jars
-from loopguard.streams.embedded.kafka import POM, _server_properties, find_java
+import loopguard_fleet.streams.embedded.kafka as kafka_module
+from loopguard_fleet.streams.embedded import (
+    KAFKA_VERSION,
+    KafkaBroker,
+    KafkaSetupError,
+    install_jars,
+)
+from loopguard_fleet.streams.embedded.kafka import POM, _server_properties, find_java
 
 _NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 REPO = Path(__file__).parents[2]
@@ -69,7 +74,7 @@ def test_without_maven_installing_the_jars_names_maven(
 def test_the_install_command_fails_in_one_line_without_java(tmp_path: Path) -> None:
     env = {"PATH": "/nonexistent", "HOME": str(tmp_path)}
     done = subprocess.run(
-        [sys.executable, "-m", "loopguard.streams.embedded", "kafka"],
+        [sys.executable, "-m", "loopguard_fleet.streams.embedded", "kafka"],
         cwd=REPO, env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 1

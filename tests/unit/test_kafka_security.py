@@ -12,9 +12,13 @@ import faust
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from loopguard.config.settings import KafkaSecuritySettings, Settings
-from loopguard.streams.cli_errors import EXIT_BROKER_REFUSED, describe
-from loopguard.streams.kafka.security import BrokerRefused, ClientSecurity, authorization_refusal
+from loopguard_fleet.config.settings import KafkaSecuritySettings, Settings
+from loopguard_fleet.streams.cli_errors import EXIT_BROKER_REFUSED, describe
+from loopguard_fleet.streams.kafka.security import (
+    BrokerRefused,
+    ClientSecurity,
+    authorization_refusal,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cr3t-hunter2-Zq"
@@ -30,7 +34,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def ca_file(tmp_path: Path) -> Path:
     """A CA certificate file (the test's own: any PEM certificate loads)."""
-    from loopguard.streams.embedded.kafka_security import make_ca
+    from loopguard_fleet.streams.embedded.kafka_security import make_ca
 
     return make_ca(tmp_path / "ca")
 
@@ -191,7 +195,7 @@ def test_an_invalid_setting_beside_a_password_is_reported_without_it(tmp_path: P
         "LOOPGUARD_DATA_DIR": str(tmp_path),
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "loopguard.streams.main", "worker"],
+        [sys.executable, "-m", "loopguard_fleet.streams.main", "worker"],
         capture_output=True, text=True, timeout=60, cwd=REPO, env=env,
     )  # fmt: skip
     assert proc.returncode == 2
@@ -221,7 +225,7 @@ def test_replay_reports_invalid_security_settings_in_one_line_without_the_passwo
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
     env |= {"LOOPGUARD_SECURITY_PROTOCOL": "SASL_SSL", "LOOPGUARD_SASL_PASSWORD": PASSWORD}
     proc = subprocess.run(
-        [sys.executable, "-m", "loopguard.streams.cli", "replay", "--topic", "t",
+        [sys.executable, "-m", "loopguard_fleet.streams.cli", "replay", "--topic", "t",
          "--broker", "127.0.0.1:1"],
         capture_output=True, text=True, timeout=60, cwd=REPO, env=env,
     )  # fmt: skip

@@ -23,27 +23,28 @@ def modules(package: str) -> list[Path]:
 
 
 def imported(tree: ast.AST) -> Iterator[tuple[str, list[str]]]:
-    """(module, imported names) of every import statement, ours without `loopguard.`."""
+    """(module, imported names) of every import statement, ours without `loopguard_fleet.`."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield alias.name.removeprefix("loopguard."), []
+                yield alias.name.removeprefix("loopguard_fleet."), []
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [alias.name for alias in node.names]
-            if node.module == "loopguard":  # `from loopguard import streams`
+            if node.module == "loopguard_fleet":  # `from loopguard_fleet import streams`
                 yield from ((name, []) for name in names)
             else:
-                yield node.module.removeprefix("loopguard."), names
+                yield node.module.removeprefix("loopguard_fleet."), names
 
 
 def test_the_scan_names_our_packages_by_their_layer() -> None:
-    # The layer test is only as strong as this: `loopguard.x.y` must count as layer `x`.
+    # The layer test is only as strong as this: `loopguard_fleet.x.y` must count as layer `x`.
     found = {
         m.split(".")[0]
         for m, _ in imported(
             ast.parse(
-                "import loopguard.streams.cli\nfrom loopguard.config import load_policy\n"
-                "from loopguard import detectors\nimport faust"
+                "import loopguard_fleet.streams.cli\n"
+                "from loopguard_fleet.config import load_policy\n"
+                "from loopguard_fleet import detectors\nimport faust"
             )
         )
     }

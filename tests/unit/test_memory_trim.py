@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from loopguard.config.settings import Settings
-from loopguard.streams.worker.memory import (
+from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.streams.worker.memory import (
     M_MMAP_THRESHOLD,
     HeapTrimmer,
     fix_mmap_threshold,
     glibc_malloc_trim,
 )
-from loopguard.streams.worker.run import assemble
+from loopguard_fleet.streams.worker.run import assemble
 
 
 def _rss() -> int:

@@ -8,12 +8,12 @@ from typing import Any
 import orjson
 import pytest
 
-from loopguard.config import load_policy
-from loopguard.detectors import Record, RunState
-from loopguard.streams.audit.replay import MemoryOutputs, MemoryStore, Rejected, Replayer
-from loopguard.streams.processing import DriverLimits, RunDriver
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.wire.codec import run_key
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.detectors import Record, RunState
+from loopguard_fleet.streams.audit.replay import MemoryOutputs, MemoryStore, Rejected, Replayer
+from loopguard_fleet.streams.processing import DriverLimits, RunDriver
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.wire.codec import run_key
 from tests.wire import InputRecord, RunScript
 
 POLICY = load_policy(
@@ -103,7 +103,7 @@ def test_a_refused_line_is_the_driver_dead_letter_as_a_rejected_line(
 def test_an_engine_failure_on_one_line_is_a_rejected_line_and_the_run_goes_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import loopguard.streams.processing.driver as driver_module
+    import loopguard_fleet.streams.processing.driver as driver_module
 
     real = driver_module.apply_event
 

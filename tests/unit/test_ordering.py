@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from loopguard.detectors import RunState, Thresholds, process_event
-from loopguard.detectors.state import legacy_stamp_ms
+from loopguard_fleet.detectors import RunState, Thresholds, process_event
+from loopguard_fleet.detectors.state import legacy_stamp_ms
 from tests.wire import RunScript
 
 GUARD_ONLY = Thresholds()

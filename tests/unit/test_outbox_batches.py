@@ -15,7 +15,7 @@ from typing import Any
 from aiokafka.producer.message_accumulator import BatchBuilder, MessageBatch
 from aiokafka.structs import TopicPartition
 
-from loopguard.streams.processing.outbox import BatchOutbox
+from loopguard_fleet.streams.processing.outbox import BatchOutbox
 
 LINGER_S = 0.005
 

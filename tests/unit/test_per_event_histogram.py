@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from loopguard.streams.processing.metrics import _PROCESSING_BUCKETS, Metrics
+from loopguard_fleet.streams.processing.metrics import _PROCESSING_BUCKETS, Metrics
 
 NAME = "loopguard_processing_seconds"
 batches = st.lists(

@@ -9,9 +9,9 @@ from pathlib import Path
 import json5
 import pytest
 
-from loopguard import config
-from loopguard.config import Policy, PolicyError, PolicyIssue, load_policy
-from loopguard.detectors.values import Thresholds
+from loopguard_fleet import config
+from loopguard_fleet.config import Policy, PolicyError, PolicyIssue, load_policy
+from loopguard_fleet.detectors.values import Thresholds
 
 POLICIES = Path(__file__).resolve().parent.parent / "data" / "policies"
 BLOCK = "tools.loopDetection"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from loopguard.config import PolicyError, load_policy
+from loopguard_fleet.config import PolicyError, load_policy
 
 ENABLED = {"tools": {"loopDetection": {"enabled": True}}}
 

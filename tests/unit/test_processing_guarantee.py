@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from loopguard.config.settings import Settings
-from loopguard.streams.processing.outbox import BatchOutbox
-from loopguard.streams.worker.exactly_once import TransactionalOutbox
-from loopguard.streams.worker.run import assemble
+from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.streams.processing.outbox import BatchOutbox
+from loopguard_fleet.streams.worker.exactly_once import TransactionalOutbox
+from loopguard_fleet.streams.worker.run import assemble
 
 
 def test_at_least_once_is_the_default_and_exactly_once_is_read_from_the_environment(

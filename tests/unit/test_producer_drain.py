@@ -16,7 +16,10 @@ from typing import Any
 
 from faust.transport.producer import ProducerBuffer
 
-from loopguard.streams.worker.faust.internals import drain_producer_buffer, size_producer_buffer
+from loopguard_fleet.streams.worker.faust.internals import (
+    drain_producer_buffer,
+    size_producer_buffer,
+)
 
 
 class _SlowMessage:

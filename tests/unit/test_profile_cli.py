@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loopguard.streams.cli import main
+from loopguard_fleet.streams.cli import main
 
 CURRENT_STYLE = """{
   // An openclaw.json as OpenClaw 2026.9 writes it: loop detection per agent under entries.

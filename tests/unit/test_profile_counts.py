@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from loopguard.detectors.hashkeys import HashKey, hash_key
-from loopguard.detectors.rules.argument_churn import churn
-from loopguard.detectors.streaks import no_progress_2026_9, recent_count
+from loopguard_fleet.detectors.hashkeys import HashKey, hash_key
+from loopguard_fleet.detectors.rules.argument_churn import churn
+from loopguard_fleet.detectors.streaks import no_progress_2026_9, recent_count
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from loopguard.detectors import Record, RunState, Thresholds, process_event
+from loopguard_fleet.detectors import Record, RunState, Thresholds, process_event
 from tests.differential.outcomes import veto_result
 from tests.differential.streams import generate_run
 from tests.wire import RunScript, text_result

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from loopguard.detectors import Outcome, result_hash
-from loopguard.detectors.outcome_facts import (
+from loopguard_fleet.detectors import Outcome, result_hash
+from loopguard_fleet.detectors.outcome_facts import (
     OutcomeFacts,
     canonical_markers,
     failure_shape,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from loopguard.config import Settings
+from loopguard_fleet.config import Settings
 
 
 @pytest.mark.parametrize(

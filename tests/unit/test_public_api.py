@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loopguard import config, detectors
+from loopguard_fleet import config, detectors
 
 ROOT = Path(__file__).parents[2]
 DOCUMENTED = {
@@ -56,9 +56,9 @@ def test_config_exports_the_policy_api() -> None:
 
 
 def _top_name(module: str) -> str:
-    """The package an absolute import names: `loopguard.x.y` → `x`, `faust.app` → `faust`."""
+    """The package an absolute import names: `loopguard_fleet.x.y` → `x`, `faust.app` → `faust`."""
     parts = module.split(".")
-    return parts[1] if parts[0] == "loopguard" and len(parts) > 1 else parts[0]
+    return parts[1] if parts[0] == "loopguard_fleet" and len(parts) > 1 else parts[0]
 
 
 def _imports(package: str) -> set[str]:
@@ -69,7 +69,7 @@ def _imports(package: str) -> set[str]:
                 found |= {_top_name(a.name) for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 found.add(_top_name(node.module))
-                if node.module == "loopguard":
+                if node.module == "loopguard_fleet":
                     found |= {a.name for a in node.names}
     return found
 
@@ -77,7 +77,7 @@ def _imports(package: str) -> set[str]:
 def test_the_import_scan_sees_the_loopguard_names() -> None:
     # The flow test below is only as good as this scan: streams imports both other packages.
     assert {"config", "detectors", "faust"} <= _imports("streams")
-    assert "loopguard" not in _imports("streams") | _imports("config") | _imports("detectors")
+    assert "loopguard_fleet" not in _imports("streams") | _imports("config") | _imports("detectors")
 
 
 def test_no_module_imports_the_short_names() -> None:
@@ -101,10 +101,11 @@ def test_no_module_imports_the_short_names() -> None:
 
 INSTALLED = """
 import importlib.util, json
-import loopguard.detectors, loopguard.config, loopguard.streams, loopguard.streams.cli
+import loopguard_fleet.detectors, loopguard_fleet.config, loopguard_fleet.streams
+import loopguard_fleet.streams.cli
 print(json.dumps({
     "short": [n for n in ("detectors", "config", "streams") if importlib.util.find_spec(n)],
-    "main": loopguard.streams.cli.main.__module__,
+    "main": loopguard_fleet.streams.cli.main.__module__,
 }))
 """
 
@@ -113,7 +114,7 @@ def test_only_the_loopguard_names_are_installed(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-c", INSTALLED], cwd=tmp_path, capture_output=True, text=True, check=True
     ).stdout
-    assert out.strip() == '{"short": [], "main": "loopguard.streams.cli"}'
+    assert out.strip() == '{"short": [], "main": "loopguard_fleet.streams.cli"}'
 
 
 def test_imports_flow_streams_to_config_to_detectors_never_back() -> None:
@@ -131,7 +132,7 @@ def test_imports_flow_streams_to_config_to_detectors_never_back() -> None:
 
 
 def test_a_tool_call_is_built_from_its_raw_parts_or_from_hashes() -> None:
-    from loopguard.detectors import ToolCall, args_hash
+    from loopguard_fleet.detectors import ToolCall, args_hash
 
     call = ToolCall(" Bash ", {"command": "ls", "action": "poll"}, "c1")
     assert (call.tool, call.args_hash, call.tool_call_id, call.action) == (
@@ -150,9 +151,9 @@ def test_a_tool_call_is_built_from_its_raw_parts_or_from_hashes() -> None:
 
 
 OUTSIDE = """
-from loopguard.detectors import (Thresholds, RunState, ToolCall, Outcome, detect, record_call,
+from loopguard_fleet.detectors import (Thresholds, RunState, ToolCall, Outcome, detect, record_call,
                                  record_outcome, arm_guard, observe_guard)
-from loopguard.config import load_policy
+from loopguard_fleet.config import load_policy
 th = load_policy({"tools": {"loopDetection": {"enabled": True}}}).for_agent("main")
 state, verdicts = RunState(), []
 for i in range(21):

@@ -9,10 +9,10 @@ import faust
 import pytest
 from faust.types import Message
 
-from loopguard.config.settings import Settings
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.worker.app import build_app
-from loopguard.streams.worker.faust.raw_schema import RawSchema
+from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.worker.app import build_app
+from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
 
 FAUST_RAW = faust.Schema(
     key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-import loopguard.detectors.sharing as sharing
-from loopguard.detectors import (
+import loopguard_fleet.detectors.sharing as sharing
+from loopguard_fleet.detectors import (
     Outcome,
     Record,
     RunState,
@@ -18,7 +18,7 @@ from loopguard.detectors import (
     record_call,
     record_outcome,
 )
-from loopguard.detectors.hashkeys import hash_key
+from loopguard_fleet.detectors.hashkeys import hash_key
 
 A = "read:" + "a" * 64
 R = "b" * 64

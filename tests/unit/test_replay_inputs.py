@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from loopguard.config import load_policy
-from loopguard.detectors import Decision
-from loopguard.streams.audit.inputs import Bound, FileInput, InputError, parse_bound
-from loopguard.streams.audit.replay import Replayer, replay_items
-from loopguard.streams.cli import main
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.detectors import Decision
+from loopguard_fleet.streams.audit.inputs import Bound, FileInput, InputError, parse_bound
+from loopguard_fleet.streams.audit.replay import Replayer, replay_items
+from loopguard_fleet.streams.cli import main
 from tests.wire import RunScript
 
 REPO = Path(__file__).parents[2]
@@ -52,7 +52,7 @@ def test_plain_and_gzip_files_give_the_golden_bytes(tmp_path, policy) -> None:
 def test_stdin_gives_the_golden_bytes(policy, compressed: bool) -> None:
     data = TRACE.read_bytes()
     proc = subprocess.run(
-        [sys.executable, "-m", "loopguard.streams.cli", "replay", "-", "--policy", policy]
+        [sys.executable, "-m", "loopguard_fleet.streams.cli", "replay", "-", "--policy", policy]
         + ["--quiet"],
         input=gzip.compress(data) if compressed else data, capture_output=True, cwd=REPO,
         timeout=60,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from loopguard.config import load_policy
-from loopguard.streams.audit.inputs import FileInput, InputError
-from loopguard.streams.audit.replay_jobs import (
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.streams.audit.inputs import FileInput, InputError
+from loopguard_fleet.streams.audit.replay_jobs import (
     ROUND_LINES,
     ReplaySpec,
     replay_local,

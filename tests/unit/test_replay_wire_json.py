@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loopguard.streams.cli import main
+from loopguard_fleet.streams.cli import main
 
 # The 1,500-level vector is left to tests/unit/test_wire_json.py: this test builds its lines
 # with the standard library, which recurses.

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from loopguard.streams.worker.faust.internals import seek_assigned_to_committed
+from loopguard_fleet.streams.worker.faust.internals import seek_assigned_to_committed
 from tests.unit.faust_rig import TOPIC, close_unstarted, unit_wiring
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from loopguard.config.settings import Settings
+from loopguard_fleet.config.settings import Settings
 
 
 @pytest.fixture(autouse=True)

@@ -8,9 +8,9 @@ from itertools import pairwise
 import orjson
 import pytest
 
-from loopguard.detectors import RunState, Thresholds, parse_event, process_event
-from loopguard.streams.client.run_events import RunEvents
-from loopguard.streams.demo.simulate import HEALTHY, LOOP_KINDS, fleet_events, fleet_plan
+from loopguard_fleet.detectors import RunState, Thresholds, parse_event, process_event
+from loopguard_fleet.streams.client.run_events import RunEvents
+from loopguard_fleet.streams.demo.simulate import HEALTHY, LOOP_KINDS, fleet_events, fleet_plan
 
 COMMON = {"type", "event_id", "run_id", "seq", "agent_id", "session_key"}
 FIELDS = {

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from loopguard.detectors import Record, RunState
+from loopguard_fleet.detectors import Record, RunState
 
 DIGEST = hashlib.sha256(b"x").hexdigest()
 

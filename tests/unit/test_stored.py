@@ -9,13 +9,13 @@ import tracemalloc
 import orjson
 import pytest
 
-from loopguard.config import load_policy
-from loopguard.detectors import InvalidState, RunState, parse_event, process_event
-from loopguard.streams.audit.replay import MemoryOutputs, MemoryStore
-from loopguard.streams.processing import DriverLimits, RunDriver
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.processing.stored import Stored, decode_stored, encode_stored
-from loopguard.streams.wire.codec import run_key
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.detectors import InvalidState, RunState, parse_event, process_event
+from loopguard_fleet.streams.audit.replay import MemoryOutputs, MemoryStore
+from loopguard_fleet.streams.processing import DriverLimits, RunDriver
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.processing.stored import Stored, decode_stored, encode_stored
+from loopguard_fleet.streams.wire.codec import run_key
 from tests.wire import InputRecord, RunScript
 
 POLICY = load_policy({"tools": {"loopDetection": {"enabled": True}}})

@@ -11,9 +11,15 @@ from typing import Any
 
 import pytest
 
-from loopguard.detectors import RunState, Thresholds, canonical_json, parse_event, process_event
-from loopguard.detectors.jsjson import NotJSON, dumps, loads
-from loopguard.streams.wire.codec import InputRejected, decode_object, encode
+from loopguard_fleet.detectors import (
+    RunState,
+    Thresholds,
+    canonical_json,
+    parse_event,
+    process_event,
+)
+from loopguard_fleet.detectors.jsjson import NotJSON, dumps, loads
+from loopguard_fleet.streams.wire.codec import InputRejected, decode_object, encode
 
 VECTORS: list[dict[str, Any]] = json.loads(
     (Path(__file__).parents[1] / "data" / "canonical_vectors.json").read_text(encoding="utf-8")

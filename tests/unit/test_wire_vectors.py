@@ -18,15 +18,15 @@ from typing import Any
 
 import pytest
 
-from loopguard.detectors.hashing import (
+from loopguard_fleet.detectors.hashing import (
     args_hash,
     normalize_tool,
     outcome_unknown_tool_name,
     result_hash,
 )
-from loopguard.detectors.values import JSON, Outcome
-from loopguard.streams.client.run_events import MISSING
-from loopguard.streams.client.runtime import RuntimeClient, Topics
+from loopguard_fleet.detectors.values import JSON, Outcome
+from loopguard_fleet.streams.client.run_events import MISSING
+from loopguard_fleet.streams.client.runtime import RuntimeClient, Topics
 
 VECTORS_PATH = Path(__file__).parents[1] / "data" / "wire_vectors.json"
 VECTORS: dict[str, Any] = json.loads(VECTORS_PATH.read_text(encoding="utf-8"))

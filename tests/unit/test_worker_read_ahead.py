@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from loopguard.config.settings import Settings
-from loopguard.streams.processing.metrics import Metrics
-from loopguard.streams.worker.agent import driver_limits
-from loopguard.streams.worker.app import build_app
+from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.worker.agent import driver_limits
+from loopguard_fleet.streams.worker.app import build_app
 
 
 @pytest.mark.parametrize(

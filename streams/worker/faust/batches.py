@@ -32,7 +32,7 @@ from typing import Any
 from faust.types.tuples import ConsumerMessage, ack_lock
 from mode.utils.futures import notify
 
-from loopguard.streams.worker.faust.bulk import Bulk, records_in
+from loopguard_fleet.streams.worker.faust.bulk import Bulk, records_in
 
 __all__ = ["ack_all", "ack_offset", "take_batches"]
 

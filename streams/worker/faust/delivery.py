@@ -25,8 +25,8 @@ from typing import Any
 
 from faust.types import TP
 
-from loopguard.streams.worker.faust.bulk import Bulk
-from loopguard.streams.worker.faust.raw_schema import RawSchema
+from loopguard_fleet.streams.worker.faust.bulk import Bulk
+from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
 
 __all__ = ["BULK_QUEUE_ITEMS", "Deliveries", "Direct", "buffer_over_limit"]
 

@@ -49,7 +49,7 @@ from aiokafka.errors import IllegalStateError
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.types import TP
 
-from loopguard.streams.worker.faust.delivery import Deliveries
+from loopguard_fleet.streams.worker.faust.delivery import Deliveries
 
 __all__ = ["Blocked", "FlowEpoch", "drain_messages", "start_eagerly"]
 

@@ -80,12 +80,12 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types.tuples import ack_lock
 from mode.utils.futures import notify
 
-from loopguard.streams.kafka.end_offsets import probe_end_offsets
-from loopguard.streams.worker.faust.acked import AckedOffsets
-from loopguard.streams.worker.faust.batches import ack_offset
-from loopguard.streams.worker.faust.delivery import buffer_over_limit
-from loopguard.streams.worker.faust.drain import drain_messages
-from loopguard.streams.worker.faust.loop_consumer import InLoop
+from loopguard_fleet.streams.kafka.end_offsets import probe_end_offsets
+from loopguard_fleet.streams.worker.faust.acked import AckedOffsets
+from loopguard_fleet.streams.worker.faust.batches import ack_offset
+from loopguard_fleet.streams.worker.faust.delivery import buffer_over_limit
+from loopguard_fleet.streams.worker.faust.drain import drain_messages
+from loopguard_fleet.streams.worker.faust.loop_consumer import InLoop
 
 __all__ = [
     "CommitHook",

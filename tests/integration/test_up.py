@@ -6,97 +6,22 @@ runtime), and in both cases leaves neither its broker nor its worker running.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import queue
-import re
 import signal
-import subprocess
 import sys
-import threading
-import time
-from pathlib import Path
-from typing import IO
 
 import pytest
 
 from tests.integration.conftest import broker_kind
-
-DEADLINE_S = 90.0
-
-
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _pump(stream: IO[str], lines: queue.Queue[str]) -> None:
-    for line in stream:
-        lines.put(line)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return (
-        Path(f"/proc/{pid}").exists()
-        and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
-    )
+from tests.integration.up_demo import up_demo_until_blocks_then_stop
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl_c", "sigterm"])
 def test_up_demo_prints_blocks_and_aborts_and_stops_everything_on_signal(
-    tmp_path, stop_signal: signal.Signals
+    stop_signal: signal.Signals,
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
     # `up` starts a broker of its own; it has no secured mode, so kafka-secure runs its Kafka.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loopguard_fleet.streams.cli", "up", "--demo", "--runs", "20",
-         "--broker", "kafka" if broker_kind() == "kafka-secure" else broker_kind()],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
-        # A shell starts background jobs with SIGINT ignored, and Python then keeps ignoring
-        # it: give `up` a terminal's Ctrl-C whatever launched the test run.
-        preexec_fn=_default_sigint,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    lines: queue.Queue[str] = queue.Queue()  # read by a thread: a silent `up` must not hang us
-    reader = threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True)
-    reader.start()
-    seen: list[str] = []
-    children: list[int] = []
-    try:
-        end = time.monotonic() + DEADLINE_S
-        text = ""
-        while not ("→ block_call" in text and "→ abort_run" in text):
-            remaining = end - time.monotonic()
-            if remaining <= 0:
-                break
-            try:
-                seen.append(lines.get(timeout=remaining).rstrip())
-            except queue.Empty:
-                break
-            text = "\n".join(seen)
-        pids = [re.search(p, text) for p in (r"worker\s+pid (\d+)", r"broker\s.*, pid (\d+)\)")]
-        children = [int(m.group(1)) for m in pids if m]
-        assert "→ block_call" in text, text
-        assert "→ abort_run" in text and "compaction_loop_persisted" in text, text
-        assert len(children) == 2, text
-        worker_pid, broker_pid = children
-        assert _alive(worker_pid) and _alive(broker_pid)
-    finally:
-        proc.send_signal(stop_signal)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            for pid in [proc.pid, *children]:  # leave nothing behind, then fail
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            raise
-        reader.join(timeout=10)
-        proc.stdout.close()
-    rest = "".join(lines.get() for _ in range(lines.qsize()))
-    assert proc.returncode == 0, rest
-    assert "stopping" in rest
-    assert not _alive(worker_pid)
-    assert not _alive(broker_pid)
+    kind = "kafka" if broker_kind() == "kafka-secure" else broker_kind()
+    argv = [sys.executable, "-m", "loopguard_fleet.streams.cli", "up", "--demo", "--runs", "20"]
+    up_demo_until_blocks_then_stop([*argv, "--broker", kind], env, stop_signal)

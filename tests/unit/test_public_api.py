@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from loopguard_fleet import config, detectors
@@ -108,6 +109,19 @@ print(json.dumps({
     "main": loopguard_fleet.streams.cli.main.__module__,
 }))
 """
+
+
+def test_import_loopguard_never_finds_anything_of_ours(tmp_path: Path) -> None:
+    # PyPI's `loopguard` is another project: no module, folder or package of ours may claim the
+    # name, or installing both would shadow one of them (tests/packaging: both import).
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert all(p.split(".")[0] == "loopguard_fleet" for p in setuptools["packages"])
+    assert not (ROOT / "loopguard").exists()
+    probe = "import importlib.util as u; s = u.find_spec('loopguard'); print(s and s.origin)"
+    origin = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert origin == "None" or not Path(origin).resolve().is_relative_to(ROOT), origin
 
 
 def test_only_the_loopguard_names_are_installed(tmp_path: Path) -> None:

@@ -1,13 +1,10 @@
-// The plugin in a real OpenClaw (the openclaw devDependency, 2026.9.6): `plugins install --link`
-// into a throwaway home, then `plugins inspect loopguard --runtime --json` lists its hooks.
-//
-// The linked directory holds what an npm install of this package holds (src, manifests and the
-// runtime dependencies, copied): linking this checkout itself would put the host's own
-// node_modules/openclaw, with its bundled plugins, inside the plugin's root, which OpenClaw
-// refuses as conflicting package ownership; symlinked dependencies it refuses as escaping.
+// The plugin in a real OpenClaw (the openclaw devDependency, 2026.9.6), installed as an operator
+// installs a release: `npm pack` of this package, then `plugins install npm-pack:<tarball>` into
+// a throwaway home (OpenClaw installs the runtime dependencies from the npm registry into its own
+// managed project), then `plugins inspect loopguard --runtime --json` lists its hooks.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
@@ -19,35 +16,30 @@ const OPENCLAW = join(ROOT, "node_modules", "openclaw", "openclaw.mjs"); // run 
 const home = mkdtempSync(join(tmpdir(), "loopguard-openclaw-"));
 after(() => rmSync(home, { recursive: true, force: true }));
 
-function runtimeDependencies(names, seen = new Set()) {
-  for (const name of names) {
-    const dir = join(ROOT, "node_modules", name);
-    if (seen.has(name) || !existsSync(dir)) continue; // an optional dependency may be absent
-    seen.add(name);
-    const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
-    runtimeDependencies(Object.keys({ ...pkg.dependencies, ...pkg.optionalDependencies }), seen);
-  }
-  return seen;
-}
+// What OpenClaw's installer needs: the manifest, package.json (its `openclaw.extensions` entry and
+// dependencies), the code, and the README an operator reads. Nothing else: no tests, no lockfile.
+const SHIPPED = ["README.md", "openclaw.plugin.json", "package.json", ...readdirSync(join(ROOT, "src")).map((f) => `src/${f}`)].sort();
 
-function stagePackage() {
-  const dir = join(home, "loopguard-plugin");
-  for (const entry of ["package.json", "openclaw.plugin.json", "src"]) cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
-  const own = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
-  for (const name of runtimeDependencies(Object.keys(own.dependencies))) {
-    cpSync(join(ROOT, "node_modules", name), join(dir, "node_modules", name), { recursive: true });
-  }
-  return dir;
+async function packTarball() {
+  const out = mkdtempSync(join(home, "pack-"));
+  const { stdout } = await promisify(execFile)("npm", ["pack", "--json", "--pack-destination", out], { cwd: ROOT, timeout: 120_000 });
+  const [pack] = JSON.parse(stdout);
+  return { tarball: join(out, pack.filename), files: pack.files.map((f) => f.path).sort() };
 }
 
 const env = { ...process.env, HOME: home, OPENCLAW_HOME: home, OPENCLAW_STATE_DIR: join(home, "state"), NO_COLOR: "1" };
 const openclaw = (...args) => promisify(execFile)(process.execPath, [OPENCLAW, ...args], { env, timeout: 180_000, maxBuffer: 64 << 20 });
 const inspect = async () => JSON.parse((await openclaw("plugins", "inspect", "loopguard", "--runtime", "--json")).stdout);
 
-test("OpenClaw installs the plugin with --link and registers its hooks", async () => {
-  const dir = stagePackage();
-  const installed = await openclaw("plugins", "install", "--link", dir, "--force", "--accept-capabilities");
-  assert.match(installed.stdout + installed.stderr, /Linked plugin path/);
+test("npm pack holds exactly what OpenClaw's installer needs", async () => {
+  const { files } = await packTarball();
+  assert.deepEqual(files, SHIPPED);
+});
+
+test("OpenClaw installs the packed tarball and registers the plugin's hooks", async () => {
+  const { tarball } = await packTarball();
+  const installed = await openclaw("plugins", "install", `npm-pack:${tarball}`, "--force", "--accept-capabilities");
+  assert.match(installed.stdout + installed.stderr, /Installed plugin: loopguard/);
 
   const first = await inspect();
   assert.equal(first.plugin.status, "loaded");

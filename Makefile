@@ -9,7 +9,7 @@ KAFKA_ONLY := tests/integration/test_kafka_broker.py tests/integration/test_secu
 	tests/chaos/test_kafka_faults.py
 
 .PHONY: install run demo test test-tansu test-kafka test-kafka-secure preflight prometheus kafka lint typecheck \
-	unit bench bench-quick bench-memory clean
+	unit bench bench-deps bench-quick bench-memory clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -67,7 +67,11 @@ test-kafka-secure: kafka  ## the integration suite on a SASL_SSL Kafka with ACLs
 
 test: preflight prometheus kafka lint typecheck test-tansu test-kafka test-kafka-secure  ## everything CI runs
 
-bench: kafka  ## E; P and L on Tansu and on Apache Kafka (P on Kafka also exactly-once)
+# OpenClaw's published module (tests/differential pins it), for bench/engine.py's same-run baseline.
+bench-deps:
+	@test -d tests/differential/node_modules/openclaw || (cd tests/differential && npm ci --ignore-scripts --no-audit --no-fund)
+
+bench: kafka bench-deps  ## E against OpenClaw's module; P and L on Tansu and on Apache Kafka (P on Kafka also exactly-once)
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/pipeline.py --broker kafka --exactly-once
@@ -77,7 +81,7 @@ bench: kafka  ## E; P and L on Tansu and on Apache Kafka (P on Kafka also exactl
 bench-memory: $(STAMP)  ## RSS per active run at 10,000 runs (~3 min)
 	$(BIN)/python bench/memory.py
 
-bench-quick: kafka  ## all of them, small (smoke figures, not for planning)
+bench-quick: kafka bench-deps  ## all of them, small (smoke figures, not for planning)
 	$(BIN)/python bench/engine.py --quick
 	$(BIN)/python bench/pipeline.py --quick
 	$(BIN)/python bench/pipeline.py --quick --broker kafka --exactly-once

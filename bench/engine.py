@@ -1,24 +1,31 @@
-"""Workload E of docs/benchmarks.md: the engine alone (no broker, no JSON decoding).
+"""Workload E of docs/benchmarks.md: the engine alone (no broker, no JSON decoding), against
+OpenClaw's published detector in the same invocation.
 
     python bench/engine.py [--quick] [--runs 3]
 
-Prints one JSON line per mode with the median calls/s of `--runs` runs after one warm-up,
-and the ratio to OpenClaw's Node.js baseline (97k calls/s, the middle of docs/benchmarks.md's
-89–105k range, measured on this machine class; it cannot be re-measured here without OpenClaw).
+For each mode the same prebuilt calls go through three engines, alternating pass by pass after
+one warm-up each: LoopGuard's configurable profile, LoopGuard's openclaw-2026.9 profile, and
+OpenClaw's own module (npm openclaw as tests/differential pins it, run by bench/openclaw_engine.mjs
+with its logger silenced, driven as OpenClaw's runner drives it). Prints one JSON line per mode:
+each side's median calls/s of `--runs` passes and LoopGuard's ratio to the module.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import statistics
+import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loopguard_fleet.detectors import (
+    OPENCLAW_2026_9,
     Outcome,
     RunState,
     Thresholds,
@@ -27,8 +34,10 @@ from loopguard_fleet.detectors import (
     record_call,
     record_outcome,
 )
+from loopguard_fleet.detectors.history_2026_9 import record_veto
 
-NODE_BASELINE = 97_000.0
+REPO = Path(__file__).resolve().parents[1]
+OPENCLAW_ENGINE = REPO / "bench" / "openclaw_engine.mjs"
 PAD = "x" * 200
 BURST_KINDS = [0, 4, 6, 8, 9]
 
@@ -83,8 +92,10 @@ def build(mode: str, n: int) -> list[tuple[str, object, object, str]]:
 
 
 def run_once(calls: list, th: Thresholds) -> tuple[float, dict[str, int]]:
-    """One timed pass: detect, then record call and outcome unless blocked."""
+    """One timed pass as OpenClaw's runner drives a detector: detect, then record the call and
+    its outcome; a blocked call does not run (the 2026.9 profile records its veto)."""
     counts = {"none": 0, "warning": 0, "critical": 0}
+    veto = th.semantics == OPENCLAW_2026_9
     state = RunState()
     t0 = time.perf_counter()
     for i, (tool, args, result, tcid) in enumerate(calls):
@@ -97,54 +108,98 @@ def run_once(calls: list, th: Thresholds) -> tuple[float, dict[str, int]]:
         else:
             counts[v.level] += 1
             if v.level == "critical":
+                if veto:
+                    record_veto(state, call, th)
                 continue
         record_call(state, call, th)
         record_outcome(state, call, Outcome.result(result), th)  # type: ignore[arg-type]
     return time.perf_counter() - t0, counts
 
 
-def measure(mode: str, n: int, runs: int, th: Thresholds) -> dict[str, object]:
-    """Median calls/s of `runs` timed runs after one warm-up."""
+class OpenClawEngine:
+    """OpenClaw's published detector in a Node process of its own, one timed pass per request."""
+
+    def __init__(self, calls: list, enabled: bool) -> None:
+        self._proc = subprocess.Popen(
+            ["node", str(OPENCLAW_ENGINE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, cwd=REPO,
+        )  # fmt: skip
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps({"calls": calls, "enabled": enabled}) + "\n")
+
+    def run_once(self) -> tuple[float, dict[str, int]]:
+        """One timed pass over the calls: (seconds, verdict counts)."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write("run\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError("bench/openclaw_engine.mjs exited (make bench-deps installs it)")
+        answer = json.loads(line)
+        return float(answer["seconds"]), dict(answer["verdicts"])
+
+    def close(self) -> None:
+        """End the Node process (ours, by its pipe and PID)."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.close()
+        self._proc.wait(timeout=30)
+        self._proc.stdout.close()
+
+
+def measure(mode: str, n: int, runs: int, enabled: bool) -> dict[str, object]:
+    """Median calls/s of each side over `runs` alternating passes after one warm-up each."""
     calls = build(mode, n)
+    sides: dict[str, Callable[[], tuple[float, dict[str, int]]]] = {
+        "configurable": lambda: run_once(calls, Thresholds(enabled=enabled)),
+        "openclaw-2026.9": lambda: run_once(
+            calls, Thresholds(enabled=enabled, semantics=OPENCLAW_2026_9)
+        ),
+    }
+    openclaw = OpenClawEngine(calls, enabled)
+    sides["openclaw-module"] = openclaw.run_once
     # The prebuilt calls are harness data, not engine state: keep the cyclic GC from
     # rescanning 100,000 long-lived dicts on every collection while the clock runs.
     gc.collect()
     gc.freeze()
-    run_once(calls, th)
-    rates, counts = [], {}
-    for _ in range(runs):
-        dt, counts = run_once(calls, th)
-        rates.append(n / dt)
-    gc.unfreeze()
-    med = statistics.median(rates)
+    try:
+        for side in sides.values():
+            side()
+        rates: dict[str, list[float]] = {name: [] for name in sides}
+        counts: dict[str, dict[str, int]] = {}
+        for _ in range(runs):
+            for name, side in sides.items():
+                dt, counts[name] = side()
+                rates[name].append(n / dt)
+    finally:
+        gc.unfreeze()
+        openclaw.close()
+    med = {name: statistics.median(r) for name, r in rates.items()}
+    module = med["openclaw-module"]
     return {
         "workload": "E",
         "mode": mode,
-        "enabled": th.enabled,
-        "calls_per_s": round(med),
-        "min": round(min(rates)),
-        "max": round(max(rates)),
-        "runs": [round(r) for r in rates],
+        "enabled": enabled,
+        "calls_per_s": {name: round(m) for name, m in med.items()},
+        "runs": {name: [round(x) for x in r] for name, r in rates.items()},
         "verdicts": counts,
-        "baseline": "openclaw-node20",
-        "baseline_calls_per_s": NODE_BASELINE,
-        "ratio": round(med / NODE_BASELINE, 3),
+        # The same calls must get the same verdicts from the profile that models the module.
+        "verdicts_agree": counts["openclaw-2026.9"] == counts["openclaw-module"],
+        "ratio_to_openclaw_module": {
+            name: round(m / module, 3) for name, m in med.items() if name != "openclaw-module"
+        },
     }
 
 
 def main() -> None:
     """Run every mode and print one JSON line each."""
-    import json
-
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true", help="10,000 calls instead of 100,000")
     p.add_argument("--runs", type=int, default=3)
     a = p.parse_args()
     n = 10_000 if a.quick else 100_000
-    on = Thresholds(enabled=True)
     for mode in ("unique", "mixed", "identical", "bursts"):
-        print(json.dumps(measure(mode, n, a.runs, on)), flush=True)
-    print(json.dumps(measure("mixed", n, a.runs, Thresholds(enabled=False))), flush=True)
+        print(json.dumps(measure(mode, n, a.runs, True)), flush=True)
+    print(json.dumps(measure("mixed", n, a.runs, False)), flush=True)
 
 
 if __name__ == "__main__":

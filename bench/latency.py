@@ -5,13 +5,17 @@
     python bench/latency.py --fetch-max-wait-ms 0,5,20,100   # sweep the worker's setting
     python bench/latency.py --broker kafka                   # on Apache Kafka
     python bench/latency.py --worker-env LOOPGUARD_FAUST_CONSUMER_THREAD=true  # a setting
+    python bench/latency.py --background-load 1              # on a loaded host
 
-Starts the broker (`--broker`: embedded Tansu, or Apache Kafka) on 127.0.0.1, a worker
-(subprocess, LOOPGUARD_FETCH_MAX_WAIT_MS as given) and, as the same-run baseline, a plain
-aiokafka echo relay (subprocess: consume -> produce the value unchanged, same fetch
-max-wait). A paced producer sends `tool_call` events with `want_verdict: true` (run = i mod
-1000); a group-less consumer on the output topic matches answers by tool_call_id. Both
-children are stopped by PID. One JSON line per figure.
+Starts, each on a broker of its own (`--broker`: embedded Tansu, or Apache Kafka) on
+127.0.0.1, a worker (subprocess, LOOPGUARD_FETCH_MAX_WAIT_MS as given) and, as the same-run
+baseline, a plain aiokafka echo relay (subprocess: consume -> produce the value unchanged, same
+fetch max-wait). Their measured windows alternate (worker, relay, worker, ...), so window i of
+one side and window i of the other saw the same host. A paced producer sends `tool_call`
+events with `want_verdict: true` (run = i mod 1000); a group-less consumer on the output topic
+matches answers by tool_call_id. `--background-load N` starts N busy processes of its own for
+the whole measurement. Every child is stopped by PID. Per-window lines (with the 1-minute load
+average) on stderr, one JSON line per figure on stdout.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -169,21 +174,31 @@ async def _ready(probe: Probe, proc: subprocess.Popen[bytes], log: Path) -> None
     raise RuntimeError(f"no answer within 60 s, see {log}")
 
 
-async def measure_side(
+@contextlib.asynccontextmanager
+async def side_probe(
     name: str, cmd: list[str], env: dict[str, str], bootstrap: str, source: str, answers: str,
-    fetch_wait_ms: int, warmup: float, window: float, runs: int, workdir: Path,
-    options: dict[str, Any] | None = None,
-) -> list[list[float]]:  # fmt: skip
-    """Start one side, warm it up, measure `runs` windows; per-window latency lists."""
+    fetch_wait_ms: int, workdir: Path, options: dict[str, Any] | None = None,
+) -> AsyncIterator[Probe]:  # fmt: skip
+    """One side started and answering; yields its probe, stops the side by PID on exit."""
     log = workdir / f"{name}.log"
     proc = _start(cmd, env, log)
     try:
         async with Probe(bootstrap, source, answers, fetch_wait_ms, options) as probe:
             await _ready(probe, proc, log)
-            await probe.window(warmup)
-            return [await probe.window(window) for _ in range(runs)]
+            yield probe
     finally:
         _stop(proc)
+
+
+@contextlib.contextmanager
+def background_load(n: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """N busy processes of our own for the duration (a loaded host), stopped by PID."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(max(0, n))]
+    try:
+        yield busy
+    finally:
+        for proc in busy:
+            _stop(proc)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -229,70 +244,89 @@ async def _bench(args: argparse.Namespace, workdir: Path) -> None:
     waits = [int(w) for w in str(args.fetch_max_wait_ms).split(",")]
     policy = workdir / "openclaw.json"
     policy.write_bytes(orjson.dumps(POLICY))
-    for wait in waits:
-        # The host's 1-minute load around each side: on a shared box it says how far the
-        # figures are the code's and how far the other jobs' (docs/performance.md).
-        load = [os.getloadavg()[0]]
-        w = await _one_side(args, "worker", wait, policy, warmup, window, runs, workdir)
-        load.append(os.getloadavg()[0])
-        r = await _one_side(args, "relay", wait, policy, warmup, window, runs, workdir)
-        load.append(os.getloadavg()[0])
-        _report(wait, w, r, args.broker, [round(x, 2) for x in load])
+    with background_load(args.background_load):
+        for wait in waits:
+            async with contextlib.AsyncExitStack() as stack:
+                worker = await stack.enter_async_context(
+                    _side(args, "worker", wait, policy, workdir, stack)
+                )
+                relay = await stack.enter_async_context(
+                    _side(args, "relay", wait, policy, workdir, stack)
+                )
+                await worker.window(warmup)
+                await relay.window(warmup)
+                w: list[list[float]] = []
+                r: list[list[float]] = []
+                # The host's 1-minute load after each pair of windows: on a shared box it says
+                # how far the figures are the code's and how far the other jobs'.
+                load: list[float] = []
+                for _ in range(runs):
+                    w.append(await worker.window(window))
+                    r.append(await relay.window(window))
+                    load.append(round(os.getloadavg()[0], 2))
+            _report(wait, w, r, args.broker, load, args.background_load)
 
 
-async def _one_side(
-    args: argparse.Namespace, side: str, wait: int, policy: Path, warmup: float,
-    window: float, runs: int, workdir: Path,
-) -> list[list[float]]:  # fmt: skip
+@contextlib.asynccontextmanager
+async def _side(
+    args: argparse.Namespace, side: str, wait: int, policy: Path, workdir: Path,
+    stack: contextlib.AsyncExitStack,
+) -> AsyncIterator[Probe]:  # fmt: skip
     """One side on its own fresh broker (Tansu slows down as its memory store fills)."""
-    with bench_broker(args.broker, workdir / f"{side}{wait}") as broker:
-        tag = f"l{wait}"
-        names = [f"{tag}.{n}" for n in ("tool-calls", "compactions", "control", "dead")]
-        relay_in, relay_out = f"{tag}.relay-in", f"{tag}.relay-out"
-        await create_topics(
-            broker.bootstrap, [*names, relay_in, relay_out], PARTITIONS, security=security(broker)
-        )
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
-        env.update(
-            LOOPGUARD_BROKER=broker.url, LOOPGUARD_TOPIC_TOOL_CALLS=names[0],
-            LOOPGUARD_TOPIC_COMPACTIONS=names[1], LOOPGUARD_TOPIC_CONTROL=names[2],
-            LOOPGUARD_TOPIC_DEAD_LETTER=names[3], LOOPGUARD_APP_ID=f"lat{tag}",
-            LOOPGUARD_DATA_DIR=str(workdir / "data"), LOOPGUARD_WEB_PORT=str(free_port()),
-            LOOPGUARD_POLICY_FILE=str(policy), LOOPGUARD_FETCH_MAX_WAIT_MS=str(wait),
-            LOOPGUARD_LOG_LEVEL="warning", **worker_env(broker),
-        )  # fmt: skip
-        if side == "worker":
-            env.update(item.split("=", 1) for item in args.worker_env)
-            cmd = [sys.executable, "-m", "loopguard_fleet.streams.main", "worker"]
-            source, answers = names[0], names[2]
-        else:
-            cmd = [sys.executable, __file__, "--echo-relay", broker.bootstrap, relay_in,
-                   relay_out, str(wait)]  # fmt: skip
-            source, answers = relay_in, relay_out
-        return await measure_side(
-            f"{side}-{tag}", cmd, env, broker.bootstrap, source, answers, wait, warmup, window,
-            runs, workdir, client_options(broker),
-        )  # fmt: skip
+    broker = stack.enter_context(bench_broker(args.broker, workdir / f"{side}{wait}"))
+    tag = f"l{wait}"
+    names = [f"{tag}.{n}" for n in ("tool-calls", "compactions", "control", "dead")]
+    relay_in, relay_out = f"{tag}.relay-in", f"{tag}.relay-out"
+    await create_topics(
+        broker.bootstrap, [*names, relay_in, relay_out], PARTITIONS, security=security(broker)
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
+    env.update(
+        LOOPGUARD_BROKER=broker.url, LOOPGUARD_TOPIC_TOOL_CALLS=names[0],
+        LOOPGUARD_TOPIC_COMPACTIONS=names[1], LOOPGUARD_TOPIC_CONTROL=names[2],
+        LOOPGUARD_TOPIC_DEAD_LETTER=names[3], LOOPGUARD_APP_ID=f"lat{tag}",
+        LOOPGUARD_DATA_DIR=str(workdir / f"data-{side}"), LOOPGUARD_WEB_PORT=str(free_port()),
+        LOOPGUARD_POLICY_FILE=str(policy), LOOPGUARD_FETCH_MAX_WAIT_MS=str(wait),
+        LOOPGUARD_LOG_LEVEL="warning", **worker_env(broker),
+    )  # fmt: skip
+    if side == "worker":
+        env.update(item.split("=", 1) for item in args.worker_env)
+        cmd = [sys.executable, "-m", "loopguard_fleet.streams.main", "worker"]
+        source, answers = names[0], names[2]
+    else:
+        cmd = [sys.executable, __file__, "--echo-relay", broker.bootstrap, relay_in,
+               relay_out, str(wait)]  # fmt: skip
+        source, answers = relay_in, relay_out
+    async with side_probe(
+        f"{side}-{tag}", cmd, env, broker.bootstrap, source, answers, wait, workdir,
+        client_options(broker),
+    ) as probe:  # fmt: skip
+        yield probe
 
 
 def _report(
-    wait: int, w: list[list[float]], r: list[list[float]], broker: str, load: list[float]
-) -> None:
+    wait: int, w: list[list[float]], r: list[list[float]], broker: str, load: list[float],
+    background: int,
+) -> None:  # fmt: skip
     """Per-window lines on stderr, one JSON line per figure on stdout."""
     for i, (wl, rl) in enumerate(zip(w, r, strict=True)):
         print(
-            f"# fetch {wait} ms run {i + 1}: worker p50 {_pct(wl, 0.5):.1f} "
+            f"# fetch {wait} ms window {i + 1}: worker p50 {_pct(wl, 0.5):.1f} "
             f"p99 {_pct(wl, 0.99):.1f} max {max(wl):.1f} ms (lost {_lost([wl])[0]}); relay "
             f"p50 {_pct(rl, 0.5):.1f} p99 {_pct(rl, 0.99):.1f} max {max(rl):.1f} ms "
-            f"(lost {_lost([rl])[0]})",
+            f"(lost {_lost([rl])[0]}); p99 ratio "
+            f"{_pct(wl, 0.99) / max(_pct(rl, 0.99), 1e-9):.2f}; load {load[i]}",
             file=sys.stderr,
         )
-    print(f"# load average (1 min) before, between and after the sides: {load}", file=sys.stderr)
+    ratios = [_pct(wl, 0.99) / max(_pct(rl, 0.99), 1e-9) for wl, rl in zip(w, r, strict=True)]
     lost = {
         "lost_per_run": _lost(w),
         "baseline_lost_per_run": _lost(r),
         "broker": broker,
-        "loadavg_1m": load,
+        "background_load": background,
+        "loadavg_1m_per_window": load,
+        # The target's tail check: no window's p99 above 3 x the relay's in the same window.
+        "window_p99_ratios": [None if x == float("inf") else round(x, 2) for x in ratios],
     }
     for fig, q in (("verdict_p50_ms", 0.5), ("verdict_p99_ms", 0.99)):
         print(_figure(fig, wait, [_pct(x, q) for x in w], [_pct(x, q) for x in r], **lost))
@@ -335,6 +369,10 @@ def main() -> None:
     ap.add_argument(
         "--worker-env", action="append", default=[], metavar="NAME=VALUE",
         help="extra environment for the worker only (repeatable), e.g. a setting to compare",
+    )  # fmt: skip
+    ap.add_argument(
+        "--background-load", type=int, default=0, metavar="N",
+        help="start N busy processes of our own for the whole run (a loaded host)",
     )  # fmt: skip
     ap.add_argument("--echo-relay", nargs=4, metavar=("BOOTSTRAP", "IN", "OUT", "WAIT_MS"))
     add_broker_argument(ap)

@@ -1,6 +1,7 @@
 // Differential driver: runs LoopGuard's generated streams through the published OpenClaw
 // tool-loop detector (npm openclaw, pinned in package-lock.json) the way OpenClaw's runner
-// calls it on the single-call admission path (docs/semantics.md, "openclaw-2026.9").
+// calls it for a batch of one call (docs/semantics.md, "openclaw-2026.9"), and models the
+// runner around it: the recovery allowance of runLoop and the warning note.
 //
 // stdin:  {"mode": "verdicts", "streams": [{"run_id": "...", "events": [wire events]}]}
 //      or {"mode": "facts", "outcomes": [{"tool", "args", "result" | "error"}]}
@@ -62,6 +63,21 @@ const api = (name) => {
   return fn;
 };
 const detectToolCallLoop = api("detectToolCallLoop");
+// The runner (dist/agent-core-*.mjs): its terminal message, and the note it appends to the
+// result of a published warning through the internal-hooks bundle it imports.
+const coreFile = readdirSync(dist).find((name) => /^agent-core-[\w-]+\.mjs$/.test(name));
+if (!coreFile) throw new Error(`no dist/agent-core-*.mjs in ${dist}`);
+const core = readFileSync(join(dist, coreFile), "utf8");
+const terminated = core.match(/const TOOL_LOOP_RECOVERY_TERMINATED_MESSAGE = ("(?:[^"\\]|\\.)*");/);
+if (!terminated) throw new Error(`no TOOL_LOOP_RECOVERY_TERMINATED_MESSAGE in ${coreFile}`);
+const TERMINATED_MESSAGE = JSON.parse(terminated[1]);
+const hooksImport = core.match(/import \{([^}]*)\} from "\.\/(internal-hooks-[\w-]+\.mjs)"/);
+const noteAlias = hooksImport?.[1].split(",").map((part) => part.trim().split(/\s+as\s+/))
+  .find(([, name]) => name === "appendToolLoopWarning")?.[0];
+if (!noteAlias) throw new Error(`${coreFile} does not import appendToolLoopWarning`);
+const appendToolLoopWarning = (await import(pathToFileURL(join(dist, hooksImport[2])).href))[noteAlias];
+// The text appendToolLoopWarning adds to a tool result for a warning of `count` calls.
+const warningNote = (count) => appendToolLoopWarning({ content: [] }, { count }).content.at(-1).text;
 const recordToolCall = api("recordToolCall");
 const recordToolCallOutcome = api("recordToolCallOutcome");
 
@@ -92,6 +108,11 @@ function runStream(stream) {
   const buckets = new Map();
   const vetoed = new Set(); // tool_call_ids of calls already vetoed (blocked here or reported)
   const config = { enabled: true };
+  // runLoop's toolLoopRecoveryState: a critical intervention sets it; executeToolCalls passes
+  // it as `terminal` to the next intervention, which ends the run (terminateRun). Only
+  // Agent.prompt/reset clear it: never within one run, so a stream that goes on past the end
+  // meets `terminal` at every later critical.
+  let criticalToolLoopSeen = false;
   const out = [];
   for (const ev of stream.events) {
     if (ev.type === "tool_call") {
@@ -113,6 +134,9 @@ function runStream(stream) {
       };
       if (found.level === "critical") {
         verdict.published = true;
+        verdict.note = null;
+        verdict.terminate_run = criticalToolLoopSeen ? TERMINATED_MESSAGE : null;
+        criticalToolLoopSeen = true;
         // blockToolCall: the blocked result goes through recordLoopOutcome (a veto record).
         const blocked = {
           content: [{ type: "text", text: found.message }],
@@ -124,6 +148,9 @@ function runStream(stream) {
         if (ev.tool_call_id) vetoed.add(ev.tool_call_id);
       } else {
         verdict.published = shouldEmit(buckets, `${runId}:${found.warningKey}`, found.count);
+        // finalizeToolCallOutcome appends the note to a published warning's result only.
+        verdict.note = verdict.published ? warningNote(found.count) : null;
+        verdict.terminate_run = null;
         recordToolCall(state, tool, ev.args, ev.tool_call_id, config, { runId });
       }
       out.push(verdict);

@@ -4,6 +4,7 @@ packing a run between any two of its events changes none of its decisions."""
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -77,6 +78,7 @@ def states(draw: st.DrawFn) -> RunState:
         ended_seq=draw(marks),
         life_done=draw(marks),
         held=draw(st.lists(st.tuples(seqs, st.sampled_from(["compaction", "run_end"])))),
+        critical_loops=draw(st.integers(0, 3) | st.integers(0, 2**70)),
     )
 
 
@@ -89,7 +91,22 @@ def _same(a: RunState, b: RunState) -> None:
 
 @given(states())
 @example(RunState())
+@example(RunState(critical_loops=1))
 def test_unpack_gives_back_the_state_pack_packed(state: RunState) -> None:
+    _same(unpack(pack(state)), state)
+
+
+@given(
+    st.integers(0, 2**53),  # counts past 2**53 are no JSON (JavaScript) integer
+    st.sampled_from([RunState(), RunState(tool_seq=4, held=[(6, "run_end")])]),
+)
+def test_the_json_form_keeps_the_runs_critical_verdicts(
+    critical_loops: int, base: RunState
+) -> None:
+    state = replace(base, critical_loops=critical_loops)
+    doc = json.loads(state.to_json())
+    assert doc.get("r") == (critical_loops or None)  # absent at 0: older states unchanged
+    _same(RunState.from_json(state.to_json()), state)
     _same(unpack(pack(state)), state)
 
 

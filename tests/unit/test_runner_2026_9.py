@@ -145,6 +145,12 @@ def test_a_published_warning_carries_the_note_and_others_do_not() -> None:
     assert old and not [p for p in old if "note" in p]
 
 
+def _hash(result_event: dict[str, Any]) -> str:
+    outcome = parse_event(result_event).outcome
+    assert outcome is not None
+    return result_hash("read", ARGS, outcome, NEW.channel_tools)
+
+
 def test_the_note_is_never_recorded_as_the_outcome() -> None:
     # OpenClaw appends the note after recording the raw outcome: a result carrying it would
     # be a new outcome (progress). LoopGuard records the raw result it is sent, so the loop
@@ -158,14 +164,9 @@ def test_the_note_is_never_recorded_as_the_outcome() -> None:
     out = _feed(events, NEW, state)
     notes = [d.payload["note"] for o in out for d in o if "note" in d.payload]
     assert notes == [_note(10)]
-    raw = result_hash("read", ARGS, parse_event(events[1]).outcome, NEW.channel_tools)  # type: ignore[arg-type]
+    raw = _hash(events[1])
     noted = {**result, "content": [*result["content"], {"type": "text", "text": notes[0]}]}
-    shown = result_hash(
-        "read",
-        ARGS,
-        parse_event({**events[1], "result": noted}).outcome,  # type: ignore[arg-type]
-        NEW.channel_tools,
-    )
+    shown = _hash({**events[1], "result": noted})
     assert raw != shown  # so recording what the model saw would reset the no-progress streak
     assert {r.result_hash for r in state.history if r.result_hash is not None} == {raw}
     assert "System note" not in state.to_json()

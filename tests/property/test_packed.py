@@ -131,8 +131,21 @@ def test_a_runs_records_share_their_event_id_prefix_again() -> None:
 def test_packing_a_run_between_any_two_events_changes_nothing(
     steps: list[Any], th: Thresholds, cuts: set[int], results: bool, semantics: Any
 ) -> None:
-    th = replace(th, semantics=semantics)
-    events = script(steps, results=results)
+    _pack_between(script(steps, results=results), replace(th, semantics=semantics), cuts)
+
+
+def test_packing_a_run_that_spends_its_recovery_allowance_changes_nothing() -> None:
+    # Random steps seldom loop twice: a 2026.9 run aborted on its second critical, packed
+    # between every two events.
+    steps = [("call", "read", 0, 2, True)] * 4 + [("call", "list", 1, 2, True)] * 4
+    events = script(steps)
+    th = Thresholds(enabled=True, warning_threshold=1, critical_threshold=2)
+    out = _pack_between(events, replace(th, semantics=OPENCLAW_2026_9), set(range(len(events))))
+    assert any(d.get("detector") == "tool_loop_recovery_exhausted" for d in out)
+
+
+def _pack_between(events: list[dict[str, Any]], th: Thresholds, cuts: set[int]) -> list[Any]:
+    """A run's decisions, the state packed before each event in `cuts`: the same as unpacked."""
     whole_state = RunState()
     whole = run(events, th, whole_state)
     state = RunState()
@@ -143,3 +156,4 @@ def test_packing_a_run_between_any_two_events_changes_nothing(
         out += run([ev], th, state)
     assert out == whole
     _same(state, whole_state)
+    return out

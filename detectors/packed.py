@@ -21,6 +21,7 @@ for str, bytes, int, bool, None and tuples; never given outside data here) of on
         its seq as a delta from the record before, its event id (None, the id, or the index
         of its shared `<prefix>` when the id is `<prefix><seq>`), its rare fields (all None:
         None);
+    the run's critical verdicts (the openclaw-2026.9 recovery allowance);
 
 each column of integers in the narrowest array type that holds it. Records, hash keys and
 texts come back as `RunState.from_doc` makes them: the keys and tools shared with other runs
@@ -148,6 +149,7 @@ def pack(state: RunState) -> bytes:
             ),
             tuple(eprefixes),
             None if rares.count(None) == len(rares) else rares,
+            state.critical_loops,
         )
     )
 
@@ -179,6 +181,7 @@ def unpack(raw: bytes) -> RunState:
         eids,
         eprefixes,
         rares,
+        critical_loops,
     ) = marshal.loads(raw)
     keys = _keys(prefixes, kinds, digests, texts)
     tools = [share(t) for t in tool_names]
@@ -212,4 +215,5 @@ def unpack(raw: bytes) -> RunState:
         ended_seq=ended_seq,
         life_done=life_done,
         held=list(held),
+        critical_loops=critical_loops,
     )

@@ -20,6 +20,11 @@ from loopguard_fleet.detectors.history import record_call, record_outcome
 from loopguard_fleet.detectors.history_2026_9 import record_veto
 from loopguard_fleet.detectors.outcome_facts import retool_2026_9
 from loopguard_fleet.detectors.profiles import OPENCLAW_2026_9
+from loopguard_fleet.detectors.runner_2026_9 import (
+    RECOVERY_EXHAUSTED,
+    recovery_abort,
+    warning_note,
+)
 from loopguard_fleet.detectors.state import LifeKind, RunState
 from loopguard_fleet.detectors.values import (
     JSON,
@@ -266,9 +271,14 @@ def _on_call(
         record_call(state, call, th, ev.seq)
     elif verdict.level == "critical":
         decision = "block"
-        out += _block(state, Trigger(ev.run_id, ev.event_id, ev.seq), call, verdict, th)
+        trigger = Trigger(ev.run_id, ev.event_id, ev.seq)
+        out += _block(state, trigger, call, verdict, th)
         if th.semantics == OPENCLAW_2026_9:
             record_veto(state, call, th, ev.seq, ev.event_id)
+            state.critical_loops += 1
+            abort = recovery_abort(state.critical_loops, call.tool)
+            if abort is not None:
+                out += _abort(state, trigger, abort, th, _RECOVERY_EVENT)
     else:
         decision = "warn"
         published = publish_warning(state, verdict.warning_key, verdict.count)
@@ -276,18 +286,36 @@ def _on_call(
         out.append(_loop_event(state, trigger, call.tool, verdict, published, th))
         record_call(state, call, th, ev.seq)
     if ev.want_verdict:
-        vid = decision_id(ev.run_id, ev.event_id, "verdict")
-        payload: dict[str, JSON] = {
-            "type": "verdict",
-            "run_id": ev.run_id,
-            "tool_call_id": call.tool_call_id,
-            "decision": decision,
-            "trigger_event_id": ev.event_id,
-            "seq": ev.seq,
-            "id": vid,
-        }
-        out.append(Decision("verdict", vid, ev.run_id, payload))
+        out.append(_verdict(ev, call, decision, out[0].payload if out else None))
     return out
+
+
+# The recovery abort's loop_event shares its trigger with the block's: its id needs its own kind.
+_RECOVERY_EVENT: Final = f"loop_event:{RECOVERY_EXHAUSTED}"
+# The loop event's fields a warn/block verdict repeats, for runtimes that wait on the verdict.
+_VERDICT_FIELDS: Final = ("detector", "level", "count", "message", "note")
+
+
+def _verdict(
+    ev: Event, call: ToolCall, decision: str, loop_event: dict[str, JSON] | None
+) -> Decision:
+    """The answer to a tool_call's `want_verdict`; a warn or block repeats its loop event's
+    detector, level, count, message and (openclaw-2026.9, a published warning) note."""
+    vid = decision_id(ev.run_id, ev.event_id, "verdict")
+    payload: dict[str, JSON] = {
+        "type": "verdict",
+        "run_id": ev.run_id,
+        "tool_call_id": call.tool_call_id,
+        "decision": decision,
+    }
+    if loop_event is not None:
+        for name in _VERDICT_FIELDS:
+            if name in loop_event:
+                payload[name] = loop_event[name]
+    payload["trigger_event_id"] = ev.event_id
+    payload["seq"] = ev.seq
+    payload["id"] = vid
+    return Decision("verdict", vid, ev.run_id, payload)
 
 
 def _on_result(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
@@ -328,13 +356,16 @@ def _loop_event(
     v: Verdict | GuardAbort,
     published: bool,
     th: Thresholds,
+    kind: str = "loop_event",
 ) -> Decision:
-    """The loop_event for a verdict (warn / block) or a guard abort.
+    """The loop_event for a verdict (warn / block) or an abort (guard or recovery); `kind`
+    names it in its id.
 
-    The openclaw-2026.9 profile adds its name and the verdict's liveness signal before `id`
-    (the configurable profile's payload stays as it always was: docs/semantics.md).
+    The openclaw-2026.9 profile adds its name, the verdict's liveness signal and, on a
+    published warning, the note OpenClaw's runner shows the model, before `id` (the
+    configurable profile's payload stays as it always was: docs/semantics.md).
     """
-    did = decision_id(ev.run_id, ev.event_id, "loop_event")
+    did = decision_id(ev.run_id, ev.event_id, kind)
     if isinstance(v, Verdict):
         level, action = v.level, "block" if v.level == "critical" else "warn"
         key, paired = v.warning_key, v.paired_tool
@@ -359,6 +390,8 @@ def _loop_event(
     if th.semantics == OPENCLAW_2026_9:
         payload["semantics"] = th.semantics
         payload["liveness_signal"] = v.liveness_signal if isinstance(v, Verdict) else None
+        if published and action == "warn":
+            payload["note"] = warning_note(v.count)
     payload["id"] = did
     return Decision("loop_event", did, ev.run_id, payload)
 
@@ -391,11 +424,13 @@ def _block(
     return [_loop_event(state, ev, call.tool, v, True, th), _command(ev, "block_call", fields)]
 
 
-def _abort(state: RunState, ev: Trigger, a: GuardAbort, th: Thresholds) -> list[Decision]:
+def _abort(
+    state: RunState, ev: Trigger, a: GuardAbort, th: Thresholds, kind: str = "loop_event"
+) -> list[Decision]:
     fields: dict[str, JSON] = {
         "detector": a.detector,
         "count": a.count,
         "tool": a.tool,
         "reason": a.message,
     }
-    return [_loop_event(state, ev, a.tool, a, True, th), _command(ev, "abort_run", fields)]
+    return [_loop_event(state, ev, a.tool, a, True, th, kind), _command(ev, "abort_run", fields)]

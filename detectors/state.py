@@ -7,8 +7,9 @@ added the records' result event ids and the held life events; format 3 dropped t
 layer's event time (`stamp`), which now travels beside the state in the worker's table value
 (docs/wire-format.md, "Table values"); formats 1 and 2 still load, and `legacy_stamp_ms`
 reads their stamp for that envelope's migration. A row's eighth cell holds the openclaw-2026.9
-outcome facts, only when a record has some, so states of the configurable profile are written
-exactly as before.
+outcome facts, only when a record has some, and `r` the run's critical verdicts (the
+openclaw-2026.9 recovery allowance), only when there were some, so states of the configurable
+profile are written exactly as before.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ SavedState = tuple[
     int | None,
     int | None,
     list[HeldEvent],
+    int,
 ]
 
 
@@ -68,6 +70,9 @@ class RunState:
     ended_seq: int | None = None  # set by run_end: the state is then a tombstone
     life_done: int | None = None  # seq of the last life event applied
     held: list[HeldEvent] = field(default_factory=list)  # life events ahead of the tool events
+    # openclaw-2026.9: critical verdicts so far, for the runner's recovery allowance
+    # (detectors/runner_2026_9.py); the configurable profile leaves it 0.
+    critical_loops: int = 0
 
     def save(self) -> SavedState:
         """The state's values, out of reach of the engine's in-place update (`restore` puts
@@ -87,6 +92,7 @@ class RunState:
             self.ended_seq,
             self.life_done,
             self.held.copy(),
+            self.critical_loops,
         )
 
     def restore(self, saved: SavedState) -> None:
@@ -103,6 +109,7 @@ class RunState:
             self.ended_seq,
             self.life_done,
             self.held,
+            self.critical_loops,
         ) = saved
 
     @property
@@ -179,6 +186,8 @@ class RunState:
             doc["s"] = marks
         if self.held:
             doc["q"] = [[seq, _LIFE_KINDS.index(kind)] for seq, kind in self.held]
+        if self.critical_loops:
+            doc["r"] = self.critical_loops
         if table:
             doc["t"] = [_pack(s) for s in table]
         return doc
@@ -239,9 +248,17 @@ class RunState:
                 ended_seq=ended_seq,
                 life_done=life_done,
                 held=[(seq, _LIFE_KINDS[kind]) for seq, kind in doc.get("q", [])],
+                critical_loops=_count(doc.get("r", 0)),
             )
         except (AttributeError, TypeError, ValueError, IndexError) as e:
             raise InvalidState(f"corrupt RunState: {e}") from e
+
+
+def _count(value: object) -> int:
+    """A non-negative integer cell (a bool or a float is corrupt)."""
+    if type(value) is not int or value < 0:
+        raise ValueError(f"count {value!r}")
+    return value
 
 
 def legacy_stamp_ms(doc: object) -> int | None:

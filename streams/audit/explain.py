@@ -2,9 +2,10 @@
 
 For each of the run's events: its call number, tool, args hash and outcome hash; before each
 call, the counts every rule reads (docs/semantics.md §5: no_progress, recent_count, unknown_streak,
-ping_pong); the post-compaction guard's window; and the decisions with their detector, count,
-warning key and message. The run is replayed exactly as `loopguard replay` does (same decoder,
-same idle TTL), only the other runs' events are not fed.
+ping_pong) and, in the openclaw-2026.9 profile, the run's critical verdicts so far (the runner's
+recovery allowance); the post-compaction guard's window; and the decisions with their detector,
+count, warning key, message and note. The run is replayed exactly as `loopguard replay` does
+(same decoder, same idle TTL), only the other runs' events are not fed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import orjson
 from loopguard_fleet.config import Policy
 from loopguard_fleet.detectors import (
     JSON,
+    OPENCLAW_2026_9,
     Event,
     InvalidEvent,
     RunState,
@@ -48,6 +50,9 @@ class Row:
     counts: dict[str, int] | None = None  # before a call: the counts each rule read
     known_poll: bool | None = None
     guard: dict[str, int] | None = None  # armed window / position of an observed outcome
+    # openclaw-2026.9, before a call: the run's critical verdicts so far (its recovery
+    # allowance is spent at 1; the next critical ends the run)
+    critical_loops: int | None = None
     duplicate: bool = False
     decisions: list[dict[str, JSON]] = field(default_factory=list)
 
@@ -118,6 +123,8 @@ def explain_run(
                     calls[ev.call.tool_call_id] = n_calls
                 row.call = n_calls
                 row.counts, row.known_poll = _counts(state, ev)
+                if th.semantics == OPENCLAW_2026_9:
+                    row.critical_loops = state.critical_loops
             else:
                 row.call = calls.get(ev.call.tool_call_id or "", n_calls or None)
         remaining = state.guard_remaining
@@ -169,9 +176,10 @@ def _counts_text(row: Row) -> str:
     if c is None:
         return ""
     poll = " poll" if row.known_poll else ""
+    crit = "" if row.critical_loops is None else f" crit={row.critical_loops}"
     return (
         f"np={c['no_progress']} rc={c['recent_count']} "
-        f"pp={c['ping_pong']} unk={c['unknown_streak']}{poll}"
+        f"pp={c['ping_pong']} unk={c['unknown_streak']}{poll}{crit}"
     )
 
 
@@ -215,6 +223,8 @@ def render_table(timeline: Timeline) -> str:
                 out.append(f"{'':>14}why: {d['message']}")
                 if d.get("warning_key"):
                     out.append(f"{'':>14}key: {d['warning_key']}")
+            elif d.get("type") == "loop_event" and d.get("note"):
+                out.append(f"{'':>14}note: {d['note']}")
             elif d.get("type") == "command":
                 out.append(f"{'':>14}{_decision_text(d)} ({d['detector']})")
     return "\n".join(out) + "\n"

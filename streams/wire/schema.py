@@ -1,7 +1,10 @@
-"""JSON Schemas of the wire input events, from pydantic models that mirror `parse_event`.
+"""JSON Schemas of the wire: input events (models that mirror `parse_event`) and the
+control topic's messages (models of what `process_event` publishes).
 
-The engine's `detectors.parse_event` is the validator the worker runs; these models document
-the same contract for emitters (`loopguard schema`) and a test checks the two agree.
+The engine's `detectors.parse_event` is the validator the worker runs; the input models
+document the same contract for emitters (`loopguard schema`) and a test checks the two agree.
+The control models document the outputs for consumers (the runtime client, the OpenClaw
+plugin); a test validates every message the engine publishes, in both profiles, against them.
 """
 
 from __future__ import annotations
@@ -80,5 +83,93 @@ def wire_schema() -> dict[str, Any]:
         "One JSON object per Kafka message (key = run_id) or JSONL line. Tool events carry "
         "`args`, or in privacy mode `args_hash` (+ `poll_action`, and `result_hash` / "
         "`unknown_tool_name` on results)."
+    )
+    return schema
+
+
+# Control topic (key = run_id): loop events, commands and verdicts. Each model forbids fields
+# it does not name, so a new output field must be documented here first.
+
+
+class _Control(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    run_id: str
+    trigger_event_id: str = Field(description="the input event that caused this message")
+    seq: int = Field(description="that event's seq")
+
+
+_Level = Literal["warning", "critical"]
+_NOTE = (
+    "openclaw-2026.9, a published warning only: the system note OpenClaw's runner appends to "
+    "the call's tool result (the recorded outcome stays the raw one)"
+)
+
+
+class LoopEventMessage(_Control):
+    """A verdict (warn / block) or an abort (post-compaction guard, spent recovery allowance)."""
+
+    type: Literal["loop_event"]
+    tool: str
+    level: _Level
+    action: Literal["warn", "block", "abort"]
+    detector: str = Field(
+        description="the rule; `compaction_loop_persisted` and (openclaw-2026.9) "
+        "`tool_loop_recovery_exhausted` name aborts"
+    )
+    count: int
+    message: str
+    warning_key: str | None
+    paired_tool: str | None
+    published: bool = Field(description="warnings: crossed a new bucket of 10 (rate limit)")
+    agent_id: str | None
+    semantics: Literal["openclaw-2026.9"] | None = Field(
+        None, description="present only under the openclaw-2026.9 profile"
+    )
+    liveness_signal: str | None = Field(None, description="openclaw-2026.9 only")
+    note: str | None = Field(None, description=_NOTE)
+    id: str
+
+
+class CommandMessage(_Control):
+    """`block_call` (one call) or `abort_run` (the whole run)."""
+
+    type: Literal["command"]
+    command: Literal["block_call", "abort_run"]
+    command_id: str
+    tool_call_id: str | None = Field(None, description="block_call only")
+    tool: str
+    detector: str
+    count: int
+    reason: str = Field(description="the loop event's message (OpenClaw's, verbatim)")
+
+
+class VerdictMessage(_Control):
+    """The answer to a tool_call sent with `want_verdict`; warn and block repeat their loop
+    event's detector, level, count, message and note."""
+
+    type: Literal["verdict"]
+    tool_call_id: str | None
+    decision: Literal["allow", "warn", "block"]
+    detector: str | None = Field(None, description="warn / block only")
+    level: _Level | None = Field(None, description="warn / block only")
+    count: int | None = Field(None, description="warn / block only")
+    message: str | None = Field(None, description="warn / block only")
+    note: str | None = Field(None, description=_NOTE)
+    id: str
+
+
+AnyControlMessage = Annotated[
+    LoopEventMessage | CommandMessage | VerdictMessage, Field(discriminator="type")
+]
+
+
+def control_schema() -> dict[str, Any]:
+    """The JSON Schema of one control-topic message (a discriminated union on `type`)."""
+    schema: dict[str, Any] = TypeAdapter(AnyControlMessage).json_schema()
+    schema["title"] = "LoopGuard control message"
+    schema["description"] = (
+        "One JSON object per control-topic message (key = run_id): loop events, block_call / "
+        "abort_run commands and verdicts. Ids derive from (run_id, trigger event_id, kind)."
     )
     return schema

@@ -3,6 +3,11 @@
 The session fixture runs `npm ci --ignore-scripts` here when node_modules does not hold the
 locked `openclaw` version (CI runs the same command first; see docs/semantics.md). A missing
 `node`/`npm` fails the tests rather than skipping them.
+
+OpenClaw's runner (`dist/agent-core-*.mjs`) needs Node >= 22: `openclaw_runner` runs the driver
+with `LOOPGUARD_RUNNER_NODE`, else the plugin's pinned Node
+(`integrations/openclaw/node_modules/.bin/node`, after `npm ci` there), else `node` on PATH
+when it is recent enough; without one its tests fail, saying so.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import pytest
 
 HERE = Path(__file__).parent
 DRIVER = HERE / "driver.mjs"
+PLUGIN_NODE = HERE.parents[1] / "integrations" / "openclaw" / "node_modules" / ".bin" / "node"
+RUNNER_NODE_MAJOR = 22
 
 
 def _locked_version() -> str:
@@ -33,9 +40,27 @@ def _installed_version() -> str | None:
     return str(json.loads(manifest.read_text())["version"])
 
 
+def _node_major(node: str) -> int:
+    done = subprocess.run([node, "--version"], capture_output=True, check=True, timeout=30)
+    return int(done.stdout.decode().strip().lstrip("v").split(".")[0])
+
+
+def _runner_node() -> str:
+    """A Node that can load OpenClaw's runner (see the module docstring)."""
+    wanted = os.environ.get("LOOPGUARD_RUNNER_NODE")
+    candidates = [wanted] if wanted else [str(PLUGIN_NODE), shutil.which("node")]
+    for node in candidates:
+        if node and Path(node).exists() and _node_major(node) >= RUNNER_NODE_MAJOR:
+            return node
+    raise AssertionError(
+        f"OpenClaw's runner needs Node >= {RUNNER_NODE_MAJOR}: set LOOPGUARD_RUNNER_NODE or run "
+        "`npm ci --no-audit --no-fund` in integrations/openclaw (it pins Node 24)"
+    )
+
+
 @pytest.fixture(scope="session")
-def openclaw(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, Any]], Any]:
-    """Send one request to the driver (a fresh Node process) and return its decoded answer."""
+def _installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The locked package installed here; the drivers' environment."""
     node, npm = shutil.which("node"), shutil.which("npm")
     assert node and npm, "the differential tests need node and npm on PATH"
     if _installed_version() != _locked_version():
@@ -47,8 +72,10 @@ def openclaw(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, An
             timeout=600,
         )
     home = tmp_path_factory.mktemp("openclaw-home")
-    env = {**os.environ, "LOOPGUARD_DIFFERENTIAL_HOME": str(home), "OPENCLAW_LOG_LEVEL": "silent"}
+    return {**os.environ, "LOOPGUARD_DIFFERENTIAL_HOME": str(home), "OPENCLAW_LOG_LEVEL": "silent"}
 
+
+def _asker(node: str, env: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
     def ask(request: dict[str, Any]) -> Any:
         done = subprocess.run(
             [node, str(DRIVER)],
@@ -62,3 +89,17 @@ def openclaw(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, An
         return json.loads(done.stdout)
 
     return ask
+
+
+@pytest.fixture(scope="session")
+def openclaw(_installed: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
+    """Send one request to the driver (a fresh Node process) and return its decoded answer."""
+    node = shutil.which("node")
+    assert node
+    return _asker(node, _installed)
+
+
+@pytest.fixture(scope="session")
+def openclaw_runner(_installed: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
+    """As `openclaw`, under a Node that loads OpenClaw's runner (`"mode": "runner"`)."""
+    return _asker(_runner_node(), _installed)

@@ -1,10 +1,12 @@
 """The openclaw-2026.9 profile decides generated runs exactly as the published OpenClaw does.
 
 Every run goes through OpenClaw's detector under Node (driver.mjs: detectToolCallLoop, then
-recordToolCall, or for a block the veto record; results through recordToolCallOutcome) and
-through LoopGuard's process_event with the 2026.9 profile. For every tool_call both must
-agree: no verdict, or the same level, detector, count, message, warning key, paired tool,
-liveness signal and publication.
+recordToolCall, or for a block the veto record; results through recordToolCallOutcome, and
+the runner's recovery allowance and warning note around them) and through LoopGuard's
+process_event with the 2026.9 profile. For every tool_call both must agree: no verdict, or
+the same level, detector, count, message, warning key, paired tool, liveness signal,
+publication, note, and whether the call ends the run (LoopGuard's `abort_run` at that very
+call, with OpenClaw's terminal message).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from loopguard_fleet.detectors import RunState, Thresholds, process_event
+from loopguard_fleet.detectors import Decision, RunState, Thresholds, process_event
 from tests.differential.streams import generate_run
 
 TH = Thresholds(enabled=True, semantics="openclaw-2026.9", channel_tools=frozenset())
@@ -23,7 +25,8 @@ SEEDS = [11, 12, 13, 14]
 RUNS_PER_SEED = 60
 
 
-def _verdict(payload: dict[str, Any]) -> dict[str, Any]:
+def _verdict(payload: dict[str, Any], abort: dict[str, Any] | None) -> dict[str, Any]:
+    """One call's verdict as the driver reports it, from LoopGuard's loop event and abort_run."""
     return {
         "level": payload["level"],
         "detector": payload["detector"],
@@ -33,14 +36,24 @@ def _verdict(payload: dict[str, Any]) -> dict[str, Any]:
         "paired_tool": payload["paired_tool"],
         "liveness_signal": payload["liveness_signal"],
         "published": payload["published"],
+        "note": payload.get("note"),
+        "terminate_run": None if abort is None else abort["reason"],
     }
 
 
-def _decide(state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
-    """LoopGuard's loop events for one event (the 2026.9 profile names itself in each)."""
-    events = [d.payload for d in process_event(state, event, TH) if d.kind == "loop_event"]
-    assert all(p["semantics"] == "openclaw-2026.9" for p in events)
-    return events
+def _decide(state: RunState, event: dict[str, Any]) -> list[Decision]:
+    """LoopGuard's decisions for one event (the 2026.9 profile names itself in each)."""
+    decisions = process_event(state, event, TH)
+    assert all(p["semantics"] == "openclaw-2026.9" for p in _loop_events(decisions))
+    return decisions
+
+
+def _loop_events(decisions: list[Decision]) -> list[dict[str, Any]]:
+    return [d.payload for d in decisions if d.kind == "loop_event"]
+
+
+def _aborts(decisions: list[Decision]) -> list[dict[str, Any]]:
+    return [d.payload for d in decisions if d.payload.get("command") == "abort_run"]
 
 
 def _generate(seed: int) -> list[list[dict[str, Any]]]:
@@ -51,7 +64,7 @@ def _generate(seed: int) -> list[list[dict[str, Any]]]:
         state = RunState()
 
         def blocked(event: dict[str, Any], state: RunState = state) -> bool:
-            return any(p["action"] == "block" for p in _decide(state, event))
+            return any(p["action"] == "block" for p in _loop_events(_decide(state, event)))
 
         runs.append(generate_run(rng, f"s{seed}-r{n}", blocked))
     return runs
@@ -66,8 +79,10 @@ def test_every_verdict_agrees_with_openclaw(openclaw, seed: int) -> None:
         state = RunState()
         row: list[dict[str, Any] | None] = []
         for event in events:
-            loop_events = _decide(state, event)
-            row.append(_verdict(loop_events[0]) if loop_events else None)
+            decisions = _decide(state, event)
+            loop_events, aborts = _loop_events(decisions), _aborts(decisions)
+            assert len(aborts) <= 1
+            row.append(_verdict(loop_events[0], *aborts or [None]) if loop_events else None)
         ours.append(row)
     request = {
         "mode": "verdicts",
@@ -77,8 +92,15 @@ def test_every_verdict_agrees_with_openclaw(openclaw, seed: int) -> None:
     for events, mine, other in zip(runs, ours, theirs, strict=True):
         for event, a, b in zip(events, mine, other, strict=True):
             assert (event["event_id"], a) == (event["event_id"], b)
+    # The runner's allowance is exercised: runs it ends on a second critical, runs that
+    # recover after one, and published warnings with their note.
+    verdicts = [v for row in theirs for v in row if v is not None]
+    ended = [row for row in theirs if any(v and v["terminate_run"] for v in row)]
+    criticals = [[v for v in row if v and v["level"] == "critical"] for row in theirs]
+    assert ended and any(len(c) == 1 for c in criticals), (len(ended), len(runs))
+    assert any(v["note"] for v in verdicts)
     # The runs exercise every 2026.9 behaviour and the older rules.
-    seen = Counter((v["detector"], v["level"]) for row in theirs for v in row if v is not None)
+    seen = Counter((v["detector"], v["level"]) for v in verdicts)
     for wanted in [
         ("generic_repeat", "warning"),
         ("generic_repeat", "critical"),

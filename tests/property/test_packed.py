@@ -4,6 +4,7 @@ packing a run between any two of its events changes none of its decisions."""
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -77,6 +78,7 @@ def states(draw: st.DrawFn) -> RunState:
         ended_seq=draw(marks),
         life_done=draw(marks),
         held=draw(st.lists(st.tuples(seqs, st.sampled_from(["compaction", "run_end"])))),
+        critical_loops=draw(st.integers(0, 3) | st.integers(0, 2**70)),
     )
 
 
@@ -89,7 +91,22 @@ def _same(a: RunState, b: RunState) -> None:
 
 @given(states())
 @example(RunState())
+@example(RunState(critical_loops=1))
 def test_unpack_gives_back_the_state_pack_packed(state: RunState) -> None:
+    _same(unpack(pack(state)), state)
+
+
+@given(
+    st.integers(0, 2**53),  # counts past 2**53 are no JSON (JavaScript) integer
+    st.sampled_from([RunState(), RunState(tool_seq=4, held=[(6, "run_end")])]),
+)
+def test_the_json_form_keeps_the_runs_critical_verdicts(
+    critical_loops: int, base: RunState
+) -> None:
+    state = replace(base, critical_loops=critical_loops)
+    doc = json.loads(state.to_json())
+    assert doc.get("r") == (critical_loops or None)  # absent at 0: older states unchanged
+    _same(RunState.from_json(state.to_json()), state)
     _same(unpack(pack(state)), state)
 
 
@@ -114,8 +131,21 @@ def test_a_runs_records_share_their_event_id_prefix_again() -> None:
 def test_packing_a_run_between_any_two_events_changes_nothing(
     steps: list[Any], th: Thresholds, cuts: set[int], results: bool, semantics: Any
 ) -> None:
-    th = replace(th, semantics=semantics)
-    events = script(steps, results=results)
+    _pack_between(script(steps, results=results), replace(th, semantics=semantics), cuts)
+
+
+def test_packing_a_run_that_spends_its_recovery_allowance_changes_nothing() -> None:
+    # Random steps seldom loop twice: a 2026.9 run aborted on its second critical, packed
+    # between every two events.
+    steps = [("call", "read", 0, 2, True)] * 4 + [("call", "list", 1, 2, True)] * 4
+    events = script(steps)
+    th = Thresholds(enabled=True, warning_threshold=1, critical_threshold=2)
+    out = _pack_between(events, replace(th, semantics=OPENCLAW_2026_9), set(range(len(events))))
+    assert any(d.get("detector") == "tool_loop_recovery_exhausted" for d in out)
+
+
+def _pack_between(events: list[dict[str, Any]], th: Thresholds, cuts: set[int]) -> list[Any]:
+    """A run's decisions, the state packed before each event in `cuts`: the same as unpacked."""
     whole_state = RunState()
     whole = run(events, th, whole_state)
     state = RunState()
@@ -126,3 +156,4 @@ def test_packing_a_run_between_any_two_events_changes_nothing(
         out += run([ev], th, state)
     assert out == whole
     _same(state, whole_state)
+    return out

@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 from loopguard_fleet.config import load_policy
-from loopguard_fleet.streams.audit.explain import explain_run
+from loopguard_fleet.streams.audit.explain import explain_run, render_table
 from loopguard_fleet.streams.audit.inputs import FileInput
 from loopguard_fleet.streams.cli import main
+from tests.wire import RunScript
 
 TRACES = Path(__file__).parents[1] / "data" / "traces"
 P1, P1_RUN = TRACES / "openclaw-P1-r5.jsonl", "15fa1919-9e0b-4b9a-83ac-39b1736ab54a"
@@ -80,3 +81,34 @@ def test_explain_keeps_only_the_named_run(tmp_path, capsys) -> None:
     doc = json.loads(capsys.readouterr().out)
     assert [r["call"] for r in doc["events"] if r["type"] == "tool_call"] == [1, 2, 3]
     assert {r["seq"] for r in doc["events"]} == set(range(34, 40))
+
+
+def test_a_2026_9_run_shows_its_recovery_allowance_the_note_and_the_abort() -> None:
+    run = RunScript("r26")
+    events: list[dict[str, object]] = []
+    for tool in ("read", "list"):  # critical 1 blocks, critical 2 ends the run
+        for _ in range(20):
+            events += run.both(tool, {"p": 1}, error="x")
+        events.append(run.call(tool, {"p": 1}))
+    items = [(i, json.dumps(ev).encode()) for i, ev in enumerate(events)]
+    policy = load_policy(ON).with_semantics("openclaw-2026.9")
+    timeline = explain_run(policy, items, "r26")
+    calls = [r for r in timeline.rows if r.type == "tool_call"]
+    assert [c.critical_loops for c in calls if c.decisions and c.call in (21, 42)] == [0, 1]
+    last = calls[-1]
+    assert [(d["type"], d.get("detector")) for d in last.decisions] == [
+        ("loop_event", "generic_repeat"),
+        ("command", "generic_repeat"),
+        ("loop_event", "tool_loop_recovery_exhausted"),
+        ("command", "tool_loop_recovery_exhausted"),
+    ]
+    table = render_table(timeline)
+    row = next(line for line in table.splitlines() if "ABORT" in line)
+    assert "crit=1" in row and row.endswith(
+        "BLOCK generic_repeat count 20 ABORT tool_loop_recovery_exhausted count 2"
+    )
+    assert "→ abort_run (tool_loop_recovery_exhausted)" in table
+    assert "note: [System note: Tool-loop warning after 10 repeated calls." in table
+    # The configurable profile shows no allowance.
+    plain = explain_run(load_policy(ON), items, "r26")
+    assert {r.critical_loops for r in plain.rows} == {None}

@@ -142,6 +142,7 @@ def _full_state() -> RunState:
         ended_seq=None,
         life_done=4,
         held=[(9, "run_end")],
+        critical_loops=1,
     )
 
 
@@ -169,3 +170,33 @@ def test_changing_a_state_in_place_leaves_what_it_saved_alone(name: str) -> None
         container.append(container[0])
     state.restore(saved)
     assert state == _full_state()
+
+
+def test_the_recovery_abort_counts_as_a_detection_and_an_abort_run() -> None:
+    run = RunScript("r")
+    events: list[dict[str, Any]] = []
+    for tool in ("read", "list"):  # two loops: critical 1 blocks, critical 2 ends the run
+        for _ in range(20):
+            events += run.both(tool, {"p": 1}, error="x")
+        events.append(run.call(tool, {"p": 1}))
+    policy = load_policy({"tools": {"loopDetection": {"enabled": True}}})
+    metrics = Metrics()
+    driver = RunDriver(
+        policy.with_semantics("openclaw-2026.9"),
+        DriverLimits(1_048_576, 0, run_idle_ttl_ms=TTL_MS, run_cache_idle_ms=TTL_MS),
+        MemoryStore(),
+        MemoryOutputs(),
+        metrics,
+    )
+    driver.apply(
+        [InputRecord("t", 0, i, None, b"r", orjson.dumps(ev)) for i, ev in enumerate(events)]
+    )
+    value = metrics.registry.get_sample_value
+    exhausted = {"detector": "tool_loop_recovery_exhausted", "level": "critical"}
+    assert value("loopguard_detections_total", exhausted) == 1
+    assert (
+        value("loopguard_detections_total", {"detector": "generic_repeat", "level": "critical"})
+        == 2
+    )
+    assert value("loopguard_commands_total", {"command": "abort_run"}) == 1
+    assert value("loopguard_commands_total", {"command": "block_call"}) == 2

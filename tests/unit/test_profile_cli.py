@@ -81,4 +81,11 @@ def test_replay_semantics_picks_the_profile_and_each_loop_event_names_it(
         "Session execution blocked to prevent runaway loops."
     )
     # Veto records take window slots beside the trace's exec calls: no breaker in 2026.9.
-    assert {d["detector"] for d in default} > {d["detector"] for d in current}
+    verdicts = [d for d in current if d["action"] != "abort"]
+    assert {d["detector"] for d in default} > {d["detector"] for d in verdicts}
+    # The runner's allowance: the trace's second critical verdict ends the run.
+    criticals = [d for d in verdicts if d["level"] == "critical"]
+    aborts = [d for d in current if d["action"] == "abort"]
+    assert aborts[0]["detector"] == "tool_loop_recovery_exhausted"
+    assert aborts[0]["trigger_event_id"] == criticals[1]["trigger_event_id"]
+    assert not [d for d in default if d["action"] == "abort"]

@@ -44,7 +44,8 @@ def test_the_default_profile_writes_loop_events_without_profile_fields() -> None
 def test_the_2026_9_profile_names_itself_in_every_loop_event() -> None:
     events = _loop_events(_failing_reads(25), NEW)
     assert {(e["semantics"], e["liveness_signal"]) for e in events} == {("openclaw-2026.9", None)}
-    assert list(events[0])[-3:] == ["semantics", "liveness_signal", "id"]
+    assert list(events[1])[-3:] == ["semantics", "liveness_signal", "id"]  # unpublished warning
+    assert list(events[0])[-4:] == ["semantics", "liveness_signal", "note", "id"]  # published
 
 
 def test_the_2026_9_critical_generic_message() -> None:
@@ -59,12 +60,8 @@ def test_blocked_retries_count_toward_the_breaker_only_in_2026_9() -> None:
     # 20 failures, then the model retries the blocked call 15 more times.
     run = RunScript()
     events = _failing_reads(20, run) + [run.call("read", {"path": "/x"}) for _ in range(15)]
-    old = [
-        (e["detector"], e["count"]) for e in _loop_events(events, OLD) if e["level"] == "critical"
-    ]
-    new = [
-        (e["detector"], e["count"]) for e in _loop_events(events, NEW) if e["level"] == "critical"
-    ]
+    old = [(e["detector"], e["count"]) for e in _loop_events(events, OLD) if e["action"] == "block"]
+    new = [(e["detector"], e["count"]) for e in _loop_events(events, NEW) if e["action"] == "block"]
     assert old == [("generic_repeat", 20)] * 15
     assert new[:10] == [("generic_repeat", n) for n in range(20, 30)]
     # The window holds 30 records, failures and vetoes alike: the breaker stays at 30.
@@ -80,7 +77,7 @@ def test_the_echo_of_a_block_adds_nothing_but_a_runtime_veto_does() -> None:
     sibling["tool_call_id"] = "sibling"  # a veto the runtime made for a batch sibling
     events.append(sibling)
     events.append(run.call("read", {"path": "/x"}))
-    counts = [e["count"] for e in _loop_events(events, NEW) if e["level"] == "critical"]
+    counts = [e["count"] for e in _loop_events(events, NEW) if e["action"] == "block"]
     assert counts == [20, 22]
 
 

@@ -13,58 +13,13 @@
 //
 // OpenClaw's own loggers are silenced (OPENCLAW_LOG_LEVEL=silent, console muted), and its
 // state directory points at a throwaway folder, so stdout carries only the answer.
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { bundle, detector, dist, silence, toolName, vetoResult } from "./openclaw.mjs";
 
-const here = dirname(fileURLToPath(import.meta.url));
-const scratch = mkdtempSync(join(tmpdir(), "loopguard-differential-"));
-process.on("exit", () => rmSync(scratch, { recursive: true, force: true }));
-process.env.OPENCLAW_LOG_LEVEL = "silent";
-process.env.OPENCLAW_STATE_DIR ??= scratch;
-process.env.HOME = process.env.LOOPGUARD_DIFFERENTIAL_HOME ?? scratch;
-const writeOut = process.stdout.write.bind(process.stdout);
-for (const name of ["log", "info", "warn", "error", "debug", "trace"]) console[name] = () => {};
-
-const dist = join(here, "node_modules", "openclaw", "dist");
-const moduleFile = readdirSync(dist).find(
-  (name) => /^tool-loop-detection-[\w-]+\.mjs$/.test(name) && !name.startsWith("tool-loop-detection-config-"),
-);
-if (!moduleFile) throw new Error(`no dist/tool-loop-detection-*.mjs in ${dist}`);
-// The bundle exports minified names; its export clause maps them back to the source names.
-const source = readFileSync(join(dist, moduleFile), "utf8");
-const clause = source.match(/export\s*\{([^}]*)\}\s*;?\s*$/);
-if (!clause) throw new Error(`no export clause in ${moduleFile}`);
-const aliases = Object.fromEntries(
-  clause[1].split(",").map((part) => part.trim().split(/\s+as\s+/)).map(([name, alias]) => [name, alias]),
-);
-// Another bundle file by its prefix, with its export clause mapped back to source names.
-async function bundle(prefix, exclude) {
-  const file = readdirSync(dist).find(
-    (name) => name.startsWith(prefix) && name.endsWith(".mjs") && !(exclude && name.startsWith(exclude)),
-  );
-  if (!file) throw new Error(`no dist/${prefix}*.mjs in ${dist}`);
-  const text = readFileSync(join(dist, file), "utf8");
-  const exported = text.match(/export\s*\{([^}]*)\}\s*;?\s*$/);
-  if (!exported) throw new Error(`no export clause in ${file}`);
-  const names = Object.fromEntries(
-    exported[1].split(",").map((part) => part.trim().split(/\s+as\s+/)).map(([name, alias]) => [name, alias]),
-  );
-  const loaded = await import(pathToFileURL(join(dist, file)).href);
-  return (name) => {
-    const fn = loaded[names[name]];
-    if (typeof fn !== "function") throw new Error(`${file} does not export ${name}`);
-    return fn;
-  };
-}
-const mod = await import(pathToFileURL(join(dist, moduleFile)).href);
-const api = (name) => {
-  const fn = mod[aliases[name]];
-  if (typeof fn !== "function") throw new Error(`${moduleFile} does not export ${name}`);
-  return fn;
-};
-const detectToolCallLoop = api("detectToolCallLoop");
+const writeOut = silence("loopguard-differential-", process.env.LOOPGUARD_DIFFERENTIAL_HOME);
+const { detectToolCallLoop, recordToolCall, recordToolCallOutcome } = await detector();
 // The runner (dist/agent-core-*.mjs): its terminal message, and the note it appends to the
 // result of a published warning through the internal-hooks bundle it imports.
 const coreFile = readdirSync(dist).find((name) => /^agent-core-[\w-]+\.mjs$/.test(name));
@@ -80,15 +35,6 @@ if (!noteAlias) throw new Error(`${coreFile} does not import appendToolLoopWarni
 const appendToolLoopWarning = (await import(pathToFileURL(join(dist, hooksImport[2])).href))[noteAlias];
 // The text appendToolLoopWarning adds to a tool result for a warning of `count` calls.
 const warningNote = (count) => appendToolLoopWarning({ content: [] }, { count }).content.at(-1).text;
-const recordToolCall = api("recordToolCall");
-const recordToolCallOutcome = api("recordToolCallOutcome");
-
-// The runner's tool-name normalisation (normalizeToolPolicyName after `name || "tool"`).
-const ALIASES = new Map([["bash", "exec"], ["apply-patch", "apply_patch"], ["cron", "automations"]]);
-function toolName(raw) {
-  const folded = String(raw || "tool").trim().toLowerCase();
-  return ALIASES.get(folded) ?? folded;
-}
 
 // The runner's warning publication (shouldEmitLoopWarning): buckets of 10, at most 256 keys.
 function shouldEmit(buckets, key, count) {
@@ -133,10 +79,7 @@ function detectorOf(runId) {
         verdict.published = true;
         verdict.note = null;
         // blockToolCall: the blocked result goes through recordLoopOutcome (a veto record).
-        const blocked = {
-          content: [{ type: "text", text: found.message }],
-          details: { status: "blocked", deniedReason: "tool-loop", reason: found.message },
-        };
+        const blocked = vetoResult(found.message);
         recordToolCallOutcome(state, {
           toolName: tool, toolParams: ev.args, toolCallId: ev.tool_call_id, result: blocked, runId,
         });

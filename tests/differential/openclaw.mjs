@@ -9,7 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
-const dist = fileURLToPath(new URL("./node_modules/openclaw/dist/", import.meta.url));
+/** The pinned package's dist folder. */
+export const dist = fileURLToPath(new URL("./node_modules/openclaw/dist/", import.meta.url));
 
 /** Mute OpenClaw's loggers and point its state at a throwaway folder; returns stdout's writer. */
 export function silence(prefix, home) {

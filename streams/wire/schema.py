@@ -75,16 +75,23 @@ AnyWireEvent = Annotated[
 ]
 
 
+def _union_schema(union: Any, title: str, description: str) -> dict[str, Any]:
+    """The JSON Schema of a discriminated union, titled and described."""
+    schema: dict[str, Any] = TypeAdapter(union).json_schema()
+    schema["title"] = title
+    schema["description"] = description
+    return schema
+
+
 def wire_schema() -> dict[str, Any]:
     """The JSON Schema of one input event (a discriminated union on `type`)."""
-    schema: dict[str, Any] = TypeAdapter(AnyWireEvent).json_schema()
-    schema["title"] = "LoopGuard input event"
-    schema["description"] = (
+    return _union_schema(
+        AnyWireEvent,
+        "LoopGuard input event",
         "One JSON object per Kafka message (key = run_id) or JSONL line. Tool events carry "
         "`args`, or in privacy mode `args_hash` (+ `poll_action`, and `result_hash` / "
-        "`unknown_tool_name` on results)."
+        "`unknown_tool_name` on results).",
     )
-    return schema
 
 
 # Control topic (key = run_id): loop events, commands and verdicts. Each model forbids fields
@@ -166,10 +173,9 @@ AnyControlMessage = Annotated[
 
 def control_schema() -> dict[str, Any]:
     """The JSON Schema of one control-topic message (a discriminated union on `type`)."""
-    schema: dict[str, Any] = TypeAdapter(AnyControlMessage).json_schema()
-    schema["title"] = "LoopGuard control message"
-    schema["description"] = (
+    return _union_schema(
+        AnyControlMessage,
+        "LoopGuard control message",
         "One JSON object per control-topic message (key = run_id): loop events, block_call / "
-        "abort_run commands and verdicts. Ids derive from (run_id, trigger event_id, kind)."
+        "abort_run commands and verdicts. Ids derive from (run_id, trigger event_id, kind).",
     )
-    return schema

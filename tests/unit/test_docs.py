@@ -116,3 +116,14 @@ def test_no_reference_page_tells_the_history_of_work_sessions() -> None:
         if re.search(r"session [0-9]+", line, re.IGNORECASE)
     ]
     assert told == []
+
+
+def test_the_first_screens_stay_short() -> None:
+    """The README is a first screen, and the performance page's table of current figures
+    fits one (its full history belongs to the CHANGELOG)."""
+    assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) < 150
+    performance = (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert len(performance.splitlines()) < 400
+    current = performance.split("## Current figures", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in current.splitlines() if line.startswith("| ")]
+    assert 2 < len(rows) <= 20

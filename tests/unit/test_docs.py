@@ -127,3 +127,25 @@ def test_the_first_screens_stay_short() -> None:
     current = performance.split("## Current figures", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in current.splitlines() if line.startswith("| ")]
     assert 2 < len(rows) <= 20
+
+
+_SECTION_REF = re.compile(r'(docs/[\w-]+\.md),? \(?"([^"\n]+)"')
+
+
+def _headings(page: Path) -> set[str]:
+    return {
+        line.lstrip("#").strip()
+        for line in page.read_text(encoding="utf-8").splitlines()
+        if line.startswith("#")
+    }
+
+
+@pytest.mark.parametrize("page", [REPO / "README.md", *DOCS], ids=_rel)
+def test_every_section_a_page_points_to_exists(page: Path) -> None:
+    """`docs/x.md, "Heading"` names a heading of that page (a prefix of it is enough)."""
+    missing = []
+    for doc, heading in _SECTION_REF.findall(page.read_text(encoding="utf-8")):
+        target = REPO / doc
+        if not any(h.startswith(heading) for h in _headings(target)):
+            missing.append(f"{doc}: {heading}")
+    assert missing == []

@@ -1,4 +1,4 @@
-"""Resident memory per active run: one worker holding 10,000 runs (issue 4's capacity figure).
+"""Resident memory per active run: one worker holding 10,000 runs (docs/performance.md).
 
     python bench/memory.py            # 10,000 runs x 15 calls; 3 workers (no warm-up: a
                                       # fresh process each, and RSS is not a rate)

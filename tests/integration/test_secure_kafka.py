@@ -422,3 +422,23 @@ async def test_a_refused_login_is_diagnosed_and_its_socket_closed_before_the_loo
             refused = await asyncio.to_thread(asyncio.run, diagnose_refusal(proxy.bootstrap, wrong))
             assert refused is not None and "wrong user name or password" in str(refused)
             assert _resource_warnings(caught) == []
+
+
+async def test_a_client_started_and_stopped_at_once_leaves_no_socket_open(
+    secure_broker: KafkaBroker,
+) -> None:
+    """aiokafka drops its bootstrap connection closing; a client stopped right after its
+    start, in a loop that then ends (Faust's consumer thread, a short command), must not leave
+    that socket behind (streams/kafka/connection.py)."""
+    admin = secure_broker.credentials(ADMIN)
+
+    async def start_and_stop(bootstrap: str) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **admin.aiokafka_kwargs())
+        await producer.start()
+        await producer.stop()
+
+    async with _SlowBrokerProxy(secure_broker.bootstrap, _BROKER_DELAY_S) as proxy:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            await asyncio.to_thread(asyncio.run, start_and_stop(proxy.bootstrap))
+            assert _resource_warnings(caught) == []

@@ -1,4 +1,4 @@
-"""Resident memory per active run: one worker holding 10,000 runs (issue 4's capacity figure).
+"""Resident memory per active run: one worker holding 10,000 runs (docs/performance.md).
 
     python bench/memory.py            # 10,000 runs x 15 calls; 3 workers (no warm-up: a
                                       # fresh process each, and RSS is not a rate)
@@ -6,7 +6,7 @@
     python bench/memory.py --slope    # also 2,500 runs (same calls per run): per-run slope
     python bench/memory.py --runs 1000 5000 10000 --store memory:// --probe
     python bench/memory.py --slope --probe --table-options '{"write_buffer_size": 2097152}' \
-        --patches rightsize_args --order run-major   # candidate savings
+        --order run-major   # a candidate RocksDB setting
     python bench/memory.py --variant 'trim-off:LOOPGUARD_MALLOC_TRIM=false'  # A/B, same run
     python bench/memory.py --event-ids client   # event ids as the runtime clients write them
 
@@ -23,9 +23,8 @@ its run count: memtable and buffer high-water, pymalloc and glibc arenas). With 
 the workers run bench/memory_probe.py (the same worker plus a /memprobe page) and one more
 line per N attributes the growth: run cache, table store (RocksDB memtables or the memory
 store's dict), glibc and pymalloc free-but-kept memory, and what malloc_trim gives back.
-`--table-options` (RocksDB options of the run-state table) and `--patches` (candidate engine
-and agent changes, bench/memory_patches.py) measure savings without editing streams/ or
-detectors/; `--order run-major` sends each run's calls together, so few runs are touched
+`--table-options` (RocksDB options of the run-state table) measures a saving without editing
+streams/; `--order run-major` sends each run's calls together, so few runs are touched
 between two checkpoints, where the default interleaving touches every run between any two.
 `--variant LABEL:KEY=VALUE ...` (repeatable) also measures workers with that environment,
 interleaved with the base workers (worker i of each variant right after the base's), and
@@ -159,12 +158,10 @@ async def one_worker(
     env.update(extra_env or {})
     if options.table_options:
         env["MEMPROBE_TABLE_OPTIONS"] = options.table_options
-    if options.patches:
-        env["MEMPROBE_PATCHES"] = options.patches
     if options.tracemalloc:
         env["PYTHONTRACEMALLOC"] = str(options.tracemalloc)
-    probing = options.probe or bool(options.table_options or options.patches)
-    probing |= any(k.startswith("MEMPROBE_") for k in extra_env or {})  # a variant's patches
+    probing = options.probe or bool(options.table_options)
+    probing |= any(k.startswith("MEMPROBE_") for k in extra_env or {})  # a variant's probe options
     argv = [str(PROBE)] if probing else ["-m", "loopguard_fleet.streams.main", "worker"]
     log = (workdir / f"worker-{tag}.log").open("wb")
     proc = subprocess.Popen(  # noqa: ASYNC220 -- a child we poll over HTTP, not await
@@ -374,9 +371,6 @@ async def main() -> None:
     ap.add_argument("--table-options", default=None, metavar="JSON",
                     help='RocksDB options of the table, e.g. {"write_buffer_size": 4194304}',
     )  # fmt: skip
-    ap.add_argument("--patches", default=None, metavar="LIST",
-                    help="candidate savings to apply (bench/memory_patches.py), comma-separated",
-    )  # fmt: skip
     ap.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES",
                     help="run the probe worker under PYTHONTRACEMALLOC=FRAMES")  # fmt: skip
     ap.add_argument("--order", default="interleaved", choices=["interleaved", "run-major", "fleet"],
@@ -533,12 +527,11 @@ def report(
         "ratio": round(med / TARGET_BYTES, 3),
         "state_json_bytes_mean": round(state_size(records[top])),
     }
-    variant = args.table_options or args.env or args.patches or args.order != "interleaved"
+    variant = args.table_options or args.env or args.order != "interleaved"
     if args.store != "rocksdb://" or variant:
         line["store"] = args.store
         line["order"] = args.order
         line["table_options"] = args.table_options
-        line["patches"] = args.patches
         line["env"] = args.env
     if args.event_ids != "workload":
         line["event_ids"] = args.event_ids

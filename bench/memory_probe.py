@@ -17,9 +17,8 @@ Runs exactly `loopguard worker` (same environment, same code), plus one web page
 (what glibc was holding as free). Nothing in streams/ is changed; the probe wraps
 `streams.worker.assemble` to reach the app and processor. With MEMPROBE_TABLE_OPTIONS (a JSON
 object, e.g. {"write_buffer_size": 4194304}) it passes `options=` to the run-state table, the
-hook Faust offers for RocksDB options (faust/stores/rocksdb.py: RocksDBOptions). With
-MEMPROBE_PATCHES (e.g. "rightsize_args,rightsize_values") it applies bench/memory_patches.py's
-candidate savings first.
+hook Faust offers for RocksDB options (faust/stores/rocksdb.py: RocksDBOptions).
+tests/unit/test_memory_probe.py holds the /proc and allocator readings to the process's own.
 """
 
 from __future__ import annotations
@@ -397,10 +396,6 @@ def _install() -> None:
 
         store_class._set = _set  # type: ignore[method-assign]
 
-    from bench.memory_patches import apply
-
-    patches = os.environ.get("MEMPROBE_PATCHES", "")
-    apply(patches)
     original = worker.assemble
     probe: dict[str, Any] = {}
 

@@ -140,7 +140,7 @@ class Settings(KafkaSecuritySettings):
     fetch_prefetch_backoff_ms: int = Field(default=0, ge=0, le=60_000)
     # The most records one poll hands the worker (Faust's broker_max_poll_records); 0: one
     # batch, LOOPGUARD_BATCH_MAX_EVENTS. Fewer records read ahead: less memory when catching
-    # up on a backlog, and a faster worker (docs/performance.md, "Session 14: packed runs").
+    # up on a backlog, and a faster worker (docs/performance.md).
     fetch_max_records: int = Field(default=0, ge=0, le=1_000_000)
     faust_fast_path: bool = True  # off: Faust's own drain loop (docs/performance.md)
     # off: the fast path delivers record by record (streams/worker/faust/bulk.py)
@@ -159,7 +159,7 @@ class Settings(KafkaSecuritySettings):
     run_idle_ttl_seconds: float = Field(default=1_800.0, gt=0)
     run_cache_idle_seconds: float = Field(default=60.0, ge=0)
     # Runs whose states stay objects; the others are held packed (streams/processing/hot.py,
-    # docs/performance.md "Session 14: packed runs"); 0 keeps every cached run as objects.
+    # docs/performance.md); 0 keeps every cached run as objects.
     run_cache_hot_runs: int = Field(default=1_024, ge=0)
     # glibc: malloc_trim after each checkpoint and a fixed mmap threshold
     # (streams/worker/memory.py); no-op elsewhere.

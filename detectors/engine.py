@@ -138,7 +138,7 @@ def _with_liveness(
 
 
 # A looping run warns under the same key at every call: the short ids are memoised (bounded,
-# emptied when full, as the engine's other caches; docs/performance.md "Our own per-event cost").
+# emptied when full, as the engine's other caches; docs/performance.md).
 _BUCKET_KEY_ENTRIES = 4096
 _BUCKET_KEYS: dict[str, str] = {}
 

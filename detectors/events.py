@@ -20,8 +20,8 @@ TOOL_EVENTS = frozenset({"tool_call", "tool_result"})
 
 
 # Made for every input line: a frozen dataclass's guarded __init__ (object.__setattr__ per
-# field) cost 1.3 of the 1.7 µs it took to build one (docs/performance.md, "Our own per-event
-# cost"). Immutable by contract, as ToolCall and Outcome are (detectors/values.py).
+# field) cost 1.3 of the 1.7 µs it took to build one (docs/performance.md). Immutable by
+# contract, as ToolCall and Outcome are (detectors/values.py).
 @dataclass(slots=True, unsafe_hash=True)
 class Event:
     """One validated input event."""

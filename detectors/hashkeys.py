@@ -7,7 +7,7 @@ text itself. The mapping is one-to-one (the digest is the last 32 bytes; a `str`
 equals a `bytes` one), so two keys are equal exactly when their texts are: the rules compare
 keys, and the text is rebuilt only where it is shown (warning keys, messages, evidence).
 Records keep their outcome's key (the args hash stays text: detectors/records.py says why;
-docs/performance.md, "Memory"); the stored state's format is unchanged (docs/wire-format.md,
+docs/performance.md); the stored state's format is unchanged (docs/wire-format.md,
 "Run state").
 """
 
@@ -25,7 +25,7 @@ _DIGEST_BYTES = 32
 # The last 64 characters, exactly (a `$` anchor would also match before a trailing newline).
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 # A looping run's verdicts name the same outcome at every call: its text is memoised (bounded,
-# emptied when full, as the engine's other caches; docs/performance.md "Our own per-event cost").
+# emptied when full, as the engine's other caches; docs/performance.md).
 # The same memo read the other way: `loopguard compare` hashes each outcome once for both
 # policies as text (detectors/process.py `hash_outcome`) and the engine takes its key back.
 _TEXT_ENTRIES: Final = 1024

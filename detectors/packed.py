@@ -1,7 +1,7 @@
 """A run's state at rest in a worker's memory: `pack` and `unpack`, RunState's compact form.
 
 The stream worker keeps its most recently used runs' states as objects and the others packed
-(streams/processing/hot.py; docs/performance.md, "Session 14: packed runs"). As objects, a
+(streams/processing/hot.py; docs/performance.md). As objects, a
 record of a run that reads a new file at every call is five objects (the record, its args
 hash text, its outcome key, its event id, a list slot: ~340 B); packed, it is its two digests,
 three small indexes, a seq delta and its event id's characters (~80 B), and a record whose

@@ -121,7 +121,7 @@ def apply_event(
             ev, verdict = retooled, NO_VERDICT_YET  # the verdict was on the other name
     if is_tool:
         # The tool-event path with _begin and _name_agent written out: it runs for almost
-        # every event (docs/performance.md, "Our own per-event cost").
+        # every event (docs/performance.md).
         released = None
         if state.held:
             released = _release_held(state, th, before=ev.seq)

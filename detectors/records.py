@@ -27,7 +27,7 @@ class Record:
     the block's echo.
 
     A worker holds up to `historySize` records for each of thousands of runs, so a record is
-    compact (docs/performance.md "Memory"): six slots, not ten (80 B instead of 112), as the
+    compact (docs/performance.md): six slots, not ten (80 B instead of 112), as the
     five fields a completed record of the configurable profile rarely has (`tool_call_id`,
     `unknown_tool_name`, `outcome_kind`, `failure_identity`, `no_progress`) share one slot,
     None while they hold their defaults; and the outcome's hash is held as a hash key

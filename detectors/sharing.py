@@ -3,7 +3,7 @@
 Records of many runs hold the same recurring hashes (a poll that never changes, a file read
 by every run); giving them one object saves ~113 B a record. `sys.intern` did that, but it
 also kept a table entry for every *unique* hash alive in a record (~40-50 B each, ~0.5 KB per
-run at 10,000 runs in bench/memory.py's workload, docs/performance.md "Memory"). This memo is
+run at 10,000 runs in bench/memory.py's workload, docs/performance.md). This memo is
 bounded instead: it is emptied when full, so a value that recurs is shared again from its
 next occurrence on, and a unique one costs nothing once its records are gone.
 """

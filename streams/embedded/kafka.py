@@ -210,8 +210,10 @@ def _secure_ready(bootstrap: str, admin: ClientSecurity) -> bool:
     import asyncio
     import concurrent.futures
 
-    from aiokafka.client import AIOKafkaClient
     from aiokafka.errors import KafkaError
+    from aiokafka.protocol.metadata import MetadataRequest
+
+    from loopguard_fleet.streams.kafka.connection import broker_connection
 
     host, _, port = bootstrap.rpartition(":")
     try:
@@ -220,19 +222,13 @@ def _secure_ready(bootstrap: str, admin: ClientSecurity) -> bool:
         return False  # not listening yet: no TLS client to build and tear down
 
     async def probe() -> bool:
-        client = AIOKafkaClient(
-            bootstrap_servers=bootstrap, request_timeout_ms=2000, **admin.aiokafka_kwargs()
-        )
+        # One connection, closed before the loop ends (streams/kafka/connection.py says why).
         try:
-            await client.bootstrap()
-            return bool(client.cluster.brokers())
-        except (KafkaError, OSError):
+            async with broker_connection(bootstrap, admin, request_timeout_ms=2000) as conn:
+                metadata = await conn.send(MetadataRequest([]))
+                return bool(metadata.brokers)
+        except (KafkaError, OSError, TimeoutError):
             return False
-        finally:
-            await client.close()
-            # aiokafka closes its bootstrap connection (and a refused one) without waiting;
-            # a TLS close takes a few loop turns, and ending the loop first leaks its socket.
-            await asyncio.sleep(0.3)
 
     # Its own thread and loop: start() is synchronous and may run under a caller's loop.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:

@@ -110,13 +110,14 @@ def loopguard_acls(
 
 async def create_acls(bootstrap: str, admin: ClientSecurity, acls: Iterable[Acl]) -> None:
     """Create the rules on the broker as the super user; BrokerError names a refused one."""
-    from aiokafka.client import AIOKafkaClient
     from aiokafka.protocol.admin import CreateAclsRequest
 
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, **admin.aiokafka_kwargs())
-    await client.bootstrap()
-    try:
-        node = client.get_random_node()
+    from loopguard_fleet.streams.kafka.connection import broker_connection
+
+    # One broker's connection (any broker forwards ACLs to the controller), closed before
+    # this returns: aiokafka's client would leave its bootstrap connection closing behind.
+    server = bootstrap.split(",")[0]
+    async with broker_connection(server, admin) as conn:
         for acl in acls:
             request = CreateAclsRequest(
                 _RESOURCE[acl.resource],
@@ -127,12 +128,10 @@ async def create_acls(bootstrap: str, admin: ClientSecurity, acls: Iterable[Acl]
                 _OPERATION[acl.operation],
                 _ALLOW,
             )
-            response = await client.send(node, request)
+            response = await conn.send(request)
             for code, message in response.creation_responses:
                 if code:
                     raise BrokerError(f"cannot create ACL {acl}: error {code} {message}")
-    finally:
-        await client.close()
 
 
 def _openssl(*args: str, cwd: Path) -> None:

@@ -175,27 +175,20 @@ async def diagnose_refusal(
     aiokafka logs the cause of a failed bootstrap and raises a bare "Unable to bootstrap",
     so one direct connection to each bootstrap server finds it again.
     """
-    import asyncio
-
     hosts = bootstrap.split(",") if isinstance(bootstrap, str) else bootstrap
-    try:
-        return await _first_refusal(hosts, security)
-    finally:
-        # aiokafka closes a refused connection without waiting for it; let the TLS close
-        # finish before the caller's loop may end (else its socket is left unclosed).
-        await asyncio.sleep(0.2)
+    return await _first_refusal(hosts, security)
 
 
 async def _first_refusal(hosts: list[str], security: ClientSecurity) -> BrokerRefused | None:
-    from aiokafka.conn import create_conn
     from aiokafka.errors import AuthenticationFailedError, KafkaError, SaslAuthenticationFailed
 
+    # Its socket closed before this returns, refused or not (streams/kafka/connection.py).
+    from loopguard_fleet.streams.kafka.connection import broker_connection
+
     for server in hosts:
-        host, _, port = server.strip().rpartition(":")
         try:
-            conn = await create_conn(
-                host, int(port), request_timeout_ms=5000, **security.aiokafka_kwargs()
-            )
+            async with broker_connection(server, security):
+                pass
         except (SaslAuthenticationFailed, AuthenticationFailedError):
             return BrokerRefused(
                 f"broker {server} refused the login as {security.describe()}: "
@@ -211,5 +204,4 @@ async def _first_refusal(hosts: list[str], security: ClientSecurity) -> BrokerRe
                                  f"is its listener {security.protocol}?")  # fmt: skip
         except (KafkaError, OSError, TimeoutError):
             continue  # unreachable: a connection problem, retried by the caller
-        await conn.close()
     return None

@@ -5,7 +5,7 @@ A worker holding 10,000 active runs keeps the `limit` (`LOOPGUARD_RUN_CACHE_HOT_
 last as objects and the others packed; a packed run's next event unpacks it, and the least
 recently used run beyond the limit is packed in its place. Runs that are busy together within
 the limit pay nothing; beyond it, each event of a run that was packed pays one unpack and one
-pack (docs/performance.md, "Session 14: packed runs"). Detection does not change: `unpack`
+pack (docs/performance.md). Detection does not change: `unpack`
 gives back an equal state (tests/property/test_packed.py).
 """
 

@@ -40,7 +40,7 @@ def encode_stored(state: RunState, stamp_ms: int | None) -> bytes:
     # orjson >= 3.12 returns bytes inside its 4 KB+ output buffer, which stays allocated as
     # long as the value lives (in the table's store and the changelog's queue): an exact-size
     # copy costs ~0.3 µs and saved ~10 % of the worker's RSS per active run
-    # (docs/performance.md, "Memory").
+    # (docs/performance.md).
     return bytes(memoryview(dumps(doc)))
 
 

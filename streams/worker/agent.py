@@ -193,7 +193,7 @@ def freeze_startup_heap() -> None:
     What the worker built before its first batch (Faust, the app, every module) lives as long
     as it does; frozen, a full collection no longer scans it. Measured on workload L: 75-93 ms
     per full collection at ~100,000 objects, every few seconds at 1,000 calls/s, before; about
-    30 ms after (docs/performance.md, "On Apache Kafka").
+    30 ms after (docs/performance.md).
     """
     gc.collect()
     gc.freeze()

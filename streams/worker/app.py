@@ -85,7 +85,7 @@ def build_app(settings: Settings, metrics: Metrics) -> Wiring:
     app.fetch_prefetch_backoff_ms = settings.fetch_prefetch_backoff_ms
     app.faust_fast_path = settings.faust_fast_path
     # A bulk holds at most one agent batch, so batches and the work redone after a crash stay
-    # as large as LOOPGUARD_BATCH_MAX_EVENTS says (docs/performance.md, "Session 13").
+    # as large as LOOPGUARD_BATCH_MAX_EVENTS says (docs/performance.md).
     app.bulk_max_records = settings.batch_max_events if settings.faust_bulk_delivery else 0
     app.faust_consumer_thread = settings.faust_consumer_thread
     # The end-offset probe (streams/kafka/end_offsets.py) is for Tansu, which under-reports

@@ -4,7 +4,7 @@ A checkpoint writes every changed run at once (one ~1 KB changelog value per run
 Faust's and aiokafka's objects around each record), and a batch decodes up to
 `LOOPGUARD_BATCH_MAX_EVENTS` messages; all of it is freed soon after, but glibc's malloc
 keeps freed heap memory for reuse, so the worker's resident size follows its processing peaks,
-not what it holds (docs/performance.md, "Memory"). `malloc_trim(0)` (glibc only, malloc(3))
+not what it holds (docs/performance.md). `malloc_trim(0)` (glibc only, malloc(3))
 returns the free pages of every arena to the kernel. The worker calls it once per offset
 commit, after the checkpoint and the producer drain (`before_commit` hooks run in order, and
 this one is added last), when the changelog burst of that checkpoint has been handed over.

@@ -16,7 +16,7 @@ RUNS = 150
 
 # On Kafka this lost 3-61 decisions in about one run in four while the second worker could
 # join before the group's first commit: the records Faust dropped in that rebalance were never
-# read again (docs/reliability.md, "What the suite found"; the fix: `seek_to_committed` in
+# read again (CHANGELOG.md, 0.1.0, "Fixed"; the fix: `seek_to_committed` in
 # streams/worker/faust/internals.py, unit test tests/unit/test_seek_uncommitted.py).
 async def test_a_second_worker_joining_and_leaving_loses_nothing(cluster: Cluster) -> None:
     fleet = chaos_fleet(RUNS, seed=4, prefix="move")

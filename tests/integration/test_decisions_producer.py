@@ -2,7 +2,7 @@
 
 aiokafka keeps one produce request in flight per broker connection; on Faust's producer a
 verdict waited for the changelog records of a checkpoint (streams/worker/faust/internals.py,
-docs/performance.md "Latency (L)"). Here Faust's own producer is held so that none of its
+docs/performance.md). Here Faust's own producer is held so that none of its
 requests reaches the broker, and a decision batch must still arrive on the control topic.
 """
 

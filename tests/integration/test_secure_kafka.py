@@ -9,9 +9,11 @@ Every claim of docs/security.md names the test here that backs it.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from loopguard_fleet.streams.cli_errors import EXIT_BROKER_REFUSED
 from loopguard_fleet.streams.client.runtime import RuntimeClient
 from loopguard_fleet.streams.embedded import KafkaBroker
 from loopguard_fleet.streams.embedded.child import free_port
+from loopguard_fleet.streams.embedded.kafka import _secure_ready
 from loopguard_fleet.streams.embedded.kafka_security import (
     ADMIN,
     OUTSIDER,
@@ -32,7 +35,7 @@ from loopguard_fleet.streams.embedded.kafka_security import (
     make_ca,
 )
 from loopguard_fleet.streams.kafka.admin import create_topics
-from loopguard_fleet.streams.kafka.security import ClientSecurity
+from loopguard_fleet.streams.kafka.security import ClientSecurity, diagnose_refusal
 
 from ..worker_process import REPO, WorkerLauncher
 from .conftest import PARTITIONS, KafkaIO, TopicSet, broker_kind, grant_topic_set, security_settings
@@ -340,3 +343,102 @@ async def test_replay_reads_a_topic_over_sasl_ssl_and_a_bad_login_is_one_line(
         refused.stderr
     )
     assert len(refused.stderr.strip().splitlines()) == 1 and WRONG_PASSWORD not in refused.stderr
+
+
+class _SlowBrokerProxy:
+    """A TCP proxy on 127.0.0.1 that holds back everything the broker sends by `delay` s:
+    the broker of a loaded host, slow to answer a TLS close as anything else."""
+
+    def __init__(self, target: str, delay: float) -> None:
+        self._target = target
+        self._delay = delay
+        self._handlers: set[asyncio.Task[None]] = set()
+        self.bootstrap = ""
+
+    async def __aenter__(self) -> _SlowBrokerProxy:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.bootstrap = f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self._server.close()
+        await self._server.wait_closed()
+        if self._handlers:  # each ends when both of its sides have closed
+            await asyncio.wait_for(asyncio.gather(*self._handlers), 30)
+
+    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        host, _, port = self._target.rpartition(":")
+        broker_r, broker_w = await asyncio.open_connection(host, int(port))
+        await asyncio.gather(
+            self._pipe(client_r, broker_w, 0.0), self._pipe(broker_r, client_w, self._delay)
+        )
+
+    @staticmethod
+    async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, delay: float) -> None:
+        try:
+            while data := await src.read(65536):
+                await asyncio.sleep(delay)
+                dst.write(data)
+                await dst.drain()
+        except ConnectionError:
+            pass
+        finally:
+            dst.close()
+
+
+def _resource_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    gc.collect()  # a socket left open by a closed loop warns when it is collected
+    return [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+# Slower than the fixed waits (0.2 s, 0.3 s) that used to stand in for "the close is done".
+_BROKER_DELAY_S = 0.6
+
+
+async def test_the_readiness_probe_closes_its_socket_before_its_loop_ends(
+    secure_broker: KafkaBroker,
+) -> None:
+    """The broker's readiness probe (its own short loop) leaves no TLS socket open, however
+    slow the broker is to answer the close: a leaked one errs a later test (filterwarnings)."""
+    async with _SlowBrokerProxy(secure_broker.bootstrap, _BROKER_DELAY_S) as proxy:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            admin = secure_broker.credentials(ADMIN)
+            assert await asyncio.to_thread(_secure_ready, proxy.bootstrap, admin)
+            assert _resource_warnings(caught) == []
+
+
+async def test_a_refused_login_is_diagnosed_and_its_socket_closed_before_the_loop_ends(
+    secure_broker: KafkaBroker,
+) -> None:
+    """`loopguard` commands diagnose a refused login in a loop that ends right after."""
+    wrong = secure_broker.secure_setup.client(ADMIN, password=WRONG_PASSWORD)
+    async with _SlowBrokerProxy(secure_broker.bootstrap, _BROKER_DELAY_S) as proxy:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            refused = await asyncio.to_thread(asyncio.run, diagnose_refusal(proxy.bootstrap, wrong))
+            assert refused is not None and "wrong user name or password" in str(refused)
+            assert _resource_warnings(caught) == []
+
+
+async def test_a_client_started_and_stopped_at_once_leaves_no_socket_open(
+    secure_broker: KafkaBroker,
+) -> None:
+    """aiokafka drops its bootstrap connection closing; a client stopped right after its
+    start, in a loop that then ends (Faust's consumer thread, a short command), must not leave
+    that socket behind (streams/kafka/connection.py)."""
+    admin = secure_broker.credentials(ADMIN)
+
+    async def start_and_stop(bootstrap: str) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **admin.aiokafka_kwargs())
+        await producer.start()
+        await producer.stop()
+
+    async with _SlowBrokerProxy(secure_broker.bootstrap, _BROKER_DELAY_S) as proxy:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            await asyncio.to_thread(asyncio.run, start_and_stop(proxy.bootstrap))
+            assert _resource_warnings(caught) == []

@@ -2,7 +2,7 @@
 
 aiokafka sends a batch when its connection is free and the batch is closed or has lingered
 for the producer's `linger_ms` (the worker's producer lingers 5 ms, streams/worker/app.py); a
-verdict in an open batch waited that long (docs/performance.md, "Latency (L)"). The batches
+verdict in an open batch waited that long (docs/performance.md). The batches
 are aiokafka's own; the producer under them records what it is handed.
 """
 

@@ -1,6 +1,6 @@
 """What the worker reads ahead and keeps unpacked comes from its settings: a poll hands it at
 most one batch unless LOOPGUARD_FETCH_MAX_RECORDS says otherwise, and the driver keeps
-LOOPGUARD_RUN_CACHE_HOT_RUNS runs as objects (docs/performance.md, "Session 14")."""
+LOOPGUARD_RUN_CACHE_HOT_RUNS runs as objects (docs/performance.md)."""
 
 from __future__ import annotations
 

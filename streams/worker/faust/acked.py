@@ -4,7 +4,7 @@ Faust keeps them as a list and a set of `int`s per partition (`Consumer._acked`,
 `Consumer._acked_index`) and sorts the list at every commit. The worker commits only what
 its checkpoint has written (streams/worker/faust/internals.py, "Commit hook"), so the acked
 offsets of a whole checkpoint interval wait there: ~275,000 of them, ~1.9 KB per active run,
-when bench/memory.py reads the worker's RSS (docs/performance.md, "Session 12"). Offsets are
+when bench/memory.py reads the worker's RSS (docs/performance.md). Offsets are
 acked nearly in order, so a few ranges hold them all.
 """
 

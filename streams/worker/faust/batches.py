@@ -3,7 +3,7 @@
 `Stream.take_events` moves every event through Faust's per-event stream machinery (the
 stream's `__anext__`, a processor that appends it to a buffer, a background task feeding the
 buffer, a timer) before the agent body sees the batch: on workload P that cost more than the
-drain loop's tasks (docs/performance.md, "Faust fast path"). `take_batches` takes what the
+drain loop's tasks (docs/performance.md). `take_batches` takes what the
 conductor already put into the agent's channel queue, in one go, and keeps what the stream
 did per event that the rest of Faust relies on:
 

@@ -2,7 +2,7 @@
 
 Today's direct delivery (delivery.py) still makes, for every record, a Faust message, a Faust
 event, a queue put and get, a tracking entry and an ack: about a quarter of the worker's time
-on workload P (docs/performance.md, "Session 13"). When the drain loop (drain.py) finds a
+on workload P (docs/performance.md). When the drain loop (drain.py) finds a
 partition's records of one fetch in one run of consecutive offsets, and nothing on the
 conductor's path could wait, it puts them into the agent's channel queue as one `Bulk`.
 

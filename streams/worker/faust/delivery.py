@@ -5,7 +5,7 @@ coroutine (faust/transport/conductor.py): the lock around its callback index, fl
 the producer buffer's ebb, a reference per channel, the channel's async decode, and a put
 with the queue's pressure callbacks. Run eagerly by the drain loop (drain.py) it never waits,
 yet its coroutines, lock and awaits cost 6-8 µs a record, about a tenth of the worker's time
-on workload P (docs/performance.md, "Session 8: the conductor's hop, ...").
+on workload P (docs/performance.md).
 
 `Direct` delivers a record in one call when none of those steps could wait: the index is not
 being updated, the flow is on, the producer buffer is within its limit, the partition has one

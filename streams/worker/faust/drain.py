@@ -2,8 +2,8 @@
 
 faust-streaming's `Consumer._drain_messages` hands every record to the conductor with
 `wait_first(callback(message), suspend_flow.wait())`: four tasks and an `asyncio.wait` per
-record, which held any Faust agent below ~8,000 events/s here (docs/performance.md, "Faust fast
-path"; upstream faust-streaming/faust #229, robinhood/faust #563). What the `wait_first` buys
+record, which held any Faust agent below ~8,000 events/s here (docs/performance.md; upstream
+faust-streaming/faust #229, robinhood/faust #563). What the `wait_first` buys
 is that a callback blocked in flow control (Faust's flow control, the producer buffer, a full
 channel queue) is abandoned when the flow is suspended for a seek, a rebalance or a recovery.
 
@@ -34,7 +34,7 @@ This loop keeps that and pays for it only when a callback blocks:
 - A commit-every commit runs beside the loop, as a future of the consumer service (joined when
   it stops), not awaited in it: the checkpoint before a commit writes run states while the
   agent goes on with its batches (streams/worker/agent.py), and awaited here it would stop
-  fetching for as long, holding back every verdict (docs/performance.md, "Latency (L)"). When
+  fetching for as long, holding back every verdict (docs/performance.md). When
   a commit is running already, the next one covers these acks.
 """
 

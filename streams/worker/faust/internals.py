@@ -15,7 +15,7 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   (100 ms, not an AIOKafkaConsumer argument). Faust pauses a table's changelog partitions
   after recovery only in its own books and never reads them, so each checkpoint's changelog
   records, fetched back, held every tool-call fetch for 100 ms: the p99 of workload L
-  (docs/performance.md, "Session 10: the prefetch backoff"). The worker sets it after the
+  (docs/performance.md). The worker sets it after the
   consumer starts (`fetch_prefetch_backoff_ms`, default 0): a partition with unread records is
   still not fetched again, the others are.
 - Table recovery end offsets: Tansu under-reports the end of batched partitions, so Faust's
@@ -44,7 +44,7 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   (`size_producer_buffer`).
 - Decisions producer: aiokafka keeps one produce request in flight per broker connection, so
   on Faust's producer a verdict waited behind the changelog records of a checkpoint and
-  Faust's other sends (docs/performance.md, "Latency (L)"). Faust's producer service builds a
+  Faust's other sends (docs/performance.md). Faust's producer service builds a
   second AIOKafkaProducer with its own settings (`_new_producer`: same servers, acks, security)
   for the batches the agent builds itself (streams/processing/outbox.py), started and stopped
   with it. Exactly-once has none: its decisions go through Faust's transactional producers.

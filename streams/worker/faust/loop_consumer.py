@@ -7,7 +7,7 @@ the thread's method queue, the thread runs the call in its loop, the answer come
 `call_soon_threadsafe`. A record therefore waits for two thread wake-ups and for the GIL on
 each side, and both threads contend for the GIL while the agent processes a batch. On
 workload L that hop was the largest part of a verdict's time after the fetch itself
-(docs/performance.md, "Latency (L)": 5-14 ms between the consumer thread having a record and
+(docs/performance.md: 5-14 ms between the consumer thread having a record and
 the agent's batch starting, at load 2-6).
 
 `InLoop` is mixed into Faust's consumer-thread class (streams/worker/faust/internals.py) so

@@ -4,8 +4,8 @@ Every LoopGuard topic carries bytes (`key_type=bytes`, `"raw"` serializers): the
 decodes the value itself (streams/wire/codec.py, JSON as JavaScript reads it). Faust's
 `Schema` still passes each key and value through its serializer registry — a codec lookup
 by name, `want_bytes` twice and several settings reads per record —, which returns the same
-bytes object and cost ~10 % of the worker's time on workload P (docs/performance.md, "Our
-own per-event cost"). `RawSchema.compile` builds the event from the record directly. It
+bytes object and cost ~10 % of the worker's time on workload P (docs/performance.md).
+`RawSchema.compile` builds the event from the record directly. It
 overrides only public Faust API (`Schema.compile`; the `Event` setting `App.create_event`
 instantiates).
 """

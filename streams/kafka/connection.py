@@ -1,0 +1,119 @@
+"""Kafka connections whose sockets are closed before their owner says it is done.
+
+aiokafka closes a connection by starting to close its transport and returning a future
+(`AIOKafkaConnection.close`), and in two places nothing waits for it: the bootstrap
+connection of `AIOKafkaClient.bootstrap()` (closed once the metadata is in, so every
+producer, consumer and admin client has one) and a connection refused during its TLS or SASL
+handshake. Over TLS the close needs the broker's reply (close_notify) first, so a loop that
+ends soon after (a client started and stopped at once, a consumer in a thread of its own, a
+short probe under `asyncio.run`) leaves the socket open: a `ResourceWarning: unclosed
+transport` when it is collected, later, in whatever runs then.
+
+`broker_connection` is one direct connection, closed before its block ends.
+`close_sockets_before_clients_close()` (run once, from `loopguard_fleet.streams.kafka`) makes
+every `AIOKafkaClient` in the process do the same: its `close()` also waits for the sockets
+aiokafka closed without waiting, and a refused handshake's socket is closed before the error
+leaves. Each wait is bounded; aiokafka < 0.15 (pyproject), whose `create_conn` this mirrors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any
+
+import aiokafka.client
+from aiokafka.conn import AIOKafkaConnection
+
+from loopguard_fleet.streams.kafka.security import ClientSecurity
+
+__all__ = ["broker_connection", "close_sockets_before_clients_close"]
+
+_CLOSE_WAIT_S = 10.0  # a broker that never answers a TLS close: give up, do not hang
+
+
+@contextlib.asynccontextmanager
+async def broker_connection(
+    server: str, security: ClientSecurity, *, request_timeout_ms: int = 5000
+) -> AsyncIterator[Any]:
+    """A connected AIOKafkaConnection to `host:port` (TLS and SASL done), closed on exit.
+
+    A refused handshake raises aiokafka's error; the connection is closed before it leaves.
+    """
+    host, _, port = server.strip().rpartition(":")
+    conn = AIOKafkaConnection(
+        host, int(port), request_timeout_ms=request_timeout_ms, **security.aiokafka_kwargs()
+    )
+    try:
+        await conn.connect()
+        yield conn
+    finally:
+        await _closed(conn)
+
+
+async def _closed(conn: Any) -> None:
+    """Close `conn` and wait until its socket is closed (aiokafka resolves the future then)."""
+    closing = conn.close()
+    # No transport was made (refused TCP, failed TLS handshake): asyncio closed the socket.
+    # aiokafka sets `_protocol` only once a transport exists, and only then resolves `closing`.
+    if closing is None or conn._protocol is None:
+        await asyncio.sleep(0)  # asyncio closes an aborted socket on its next loop turn
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(closing), _CLOSE_WAIT_S)
+
+
+# The client whose bootstrap() is running in this task (a task it starts inherits it).
+_BOOTSTRAPPING: ContextVar[Any] = ContextVar("loopguard_bootstrapping", default=None)
+_OWN = "_loopguard_closing"  # attribute of a client: the connections it must wait for
+
+
+async def _create_conn(host: str, port: int, **kwargs: Any) -> Any:
+    """aiokafka's `create_conn`, recording the connection for its client; a refused one is
+    closed, socket included, before its error leaves."""
+    conn = AIOKafkaConnection(host, port, **kwargs)
+    try:
+        await conn.connect()
+    except Exception:
+        await _closed(conn)
+        raise
+    client = _BOOTSTRAPPING.get()
+    if client is not None:
+        kept = [c for c in getattr(client, _OWN, ()) if not c._closed_fut.done()]
+        setattr(client, _OWN, [*kept, conn])
+    return conn
+
+
+def _bootstrap(original: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+    async def bootstrap(self: Any) -> None:
+        token = _BOOTSTRAPPING.set(self)
+        try:
+            await original(self)
+        finally:
+            _BOOTSTRAPPING.reset(token)
+
+    return bootstrap
+
+
+def _close(original: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+    async def close(self: Any) -> None:
+        await original(self)
+        for conn in getattr(self, _OWN, ()):
+            await _closed(conn)
+        setattr(self, _OWN, [])
+
+    return close
+
+
+def close_sockets_before_clients_close() -> None:
+    """Make every AIOKafkaClient's close() wait for the sockets aiokafka closes without
+    waiting (module docstring); idempotent."""
+    client_class: Any = aiokafka.client.AIOKafkaClient
+    if getattr(client_class, "_loopguard_closes_sockets", False):
+        return
+    aiokafka.client.create_conn = _create_conn  # what bootstrap() and _get_conn() call
+    client_class.bootstrap = _bootstrap(client_class.bootstrap)
+    client_class.close = _close(client_class.close)
+    client_class._loopguard_closes_sockets = True

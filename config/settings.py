@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Annotated, Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, FilePath, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from loopguard_fleet.config.broker_address import bootstrap_servers, broker_url
 from loopguard_fleet.config.defaults import (
     TOPIC_COMPACTIONS,
     TOPIC_CONTROL,
@@ -26,7 +26,6 @@ from loopguard_fleet.detectors.values import DEFAULT_CHANNEL_TOOLS
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
-_BROKER_SCHEMES = ("kafka", "aiokafka")
 
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 Store = Literal["rocksdb://", "memory://"]
@@ -183,18 +182,9 @@ class Settings(KafkaSecuritySettings):
 
     @field_validator("broker")
     @classmethod
-    def _broker_is_kafka_url(cls, value: str) -> str:
-        """Accept `kafka://host:port[;host:port…]`, naming the culprit otherwise."""
-        parts = urlsplit(value)
-        if parts.scheme not in _BROKER_SCHEMES:
-            raise ValueError(
-                f"broker URL {value!r} must start with one of "
-                f"{', '.join(s + '://' for s in _BROKER_SCHEMES)}"
-            )
-        hosts = [h for h in re.split(r"[;,]", parts.netloc) if h]
-        if not hosts or any(":" not in h for h in hosts):
-            raise ValueError(f"broker URL {value!r} must name host:port (e.g. 127.0.0.1:9092)")
-        return value
+    def _broker_is_an_address(cls, value: str) -> str:
+        """Accept `host:port[,host:port…]` with or without `kafka://`; keep Faust's URL form."""
+        return broker_url(value)  # BrokerAddressError is a ValueError: pydantic reports it
 
     @field_validator("topic_tool_calls", "topic_compactions", "topic_control", "topic_dead_letter")
     @classmethod
@@ -259,9 +249,8 @@ class Settings(KafkaSecuritySettings):
 
     @property
     def bootstrap_servers(self) -> list[str]:
-        """The broker URL as aiokafka's `host:port` list."""
-        netloc = urlsplit(self.broker).netloc
-        return [h for h in re.split(r"[;,]", netloc) if h]
+        """The broker address as aiokafka's `host:port` list."""
+        return bootstrap_servers(self.broker)
 
     @property
     def input_topics(self) -> tuple[str, str]:

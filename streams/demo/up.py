@@ -41,6 +41,7 @@ from loopguard_fleet.streams.errors import BrokerError
 from loopguard_fleet.streams.kafka.admin import topic_partitions
 
 READY_TIMEOUT_S = 90.0
+UP_FETCH_MAX_WAIT_MS = 5  # the embedded worker's default: docs/client.md, "Verdict latency"
 DEMO_POLICY = "// written by `loopguard up`\n{tools: {loopDetection: {enabled: true}}}\n"
 
 
@@ -57,6 +58,9 @@ def _worker_env(
         policy = data_dir / "policy.json5"
         policy.write_text(DEMO_POLICY)
         env["LOOPGUARD_POLICY_FILE"] = str(policy)
+    # A verdict waits for the worker's next fetch: Tansu holds a fetch for the whole
+    # max-wait, so the settings' 100 ms would be most of a verdict's latency (docs/client.md).
+    env.setdefault("LOOPGUARD_FETCH_MAX_WAIT_MS", str(UP_FETCH_MAX_WAIT_MS))
     if is_tansu:
         # Tansu under-reports end offsets of batched partitions, which trips Faust's check.
         env["LOOPGUARD_RECOVERY_CONSISTENCY_CHECK"] = "false"

@@ -48,7 +48,19 @@ from loopguard_fleet.config.roster import normalize_agent_id, read_roster
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, Semantics
 from loopguard_fleet.detectors.values import Thresholds
 
-__all__ = ["Policy", "PolicyError", "PolicyIssue", "load_policy"]
+__all__ = [
+    "DETECTION_ON",
+    "DETECTION_ON_TEXT",
+    "Policy",
+    "PolicyError",
+    "PolicyIssue",
+    "load_policy",
+]
+
+# The policy `loopguard up` runs and the audits use without --policy: OpenClaw's defaults
+# with detection on (OpenClaw itself ships the rolling detectors off).
+DETECTION_ON: dict[str, object] = {"tools": {"loopDetection": {"enabled": True}}}
+DETECTION_ON_TEXT = "{tools: {loopDetection: {enabled: true}}}\n"
 
 _DEFAULTS = Thresholds()
 _T = TypeVar("_T")

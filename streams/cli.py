@@ -11,13 +11,19 @@ import contextlib
 import importlib.metadata
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, NoReturn
 
 import orjson
 
 from loopguard_fleet.config import Policy, PolicyError, load_policy
-from loopguard_fleet.config.defaults import DISTRIBUTION
+from loopguard_fleet.config.broker_address import (
+    ADDRESS_FORMAT,
+    BrokerAddressError,
+    bootstrap_servers,
+)
+from loopguard_fleet.config.defaults import DISTRIBUTION, TOPIC_COMPACTIONS, TOPIC_TOOL_CALLS
+from loopguard_fleet.config.policy import DETECTION_ON
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, SEMANTICS, Semantics
 from loopguard_fleet.streams.audit.inputs import (
     Bound,
@@ -42,9 +48,20 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a filter cut o
 DEFAULT_IDLE_TTL_S = 1800.0  # the worker's LOOPGUARD_RUN_IDLE_TTL_SECONDS default
 
 
+def _default_policy_source() -> str | dict[str, object]:
+    """What `loopguard up` runs without --policy: LOOPGUARD_POLICY_FILE, else detection on."""
+    return os.environ.get("LOOPGUARD_POLICY_FILE") or DETECTION_ON
+
+
 def _policy(path: str | None, semantics: Semantics = CONFIGURABLE) -> Policy:
-    policy = Policy.default() if path is None else load_policy(path)
-    return policy.with_semantics(semantics)
+    return load_policy(_default_policy_source() if path is None else path).with_semantics(semantics)
+
+
+def _policy_name(path: str | None) -> str:
+    if path is not None:
+        return path
+    source = _default_policy_source()
+    return source if isinstance(source, str) else "(default: detection on)"
 
 
 def _bound(text: str | None, flag: str) -> Bound | None:
@@ -69,13 +86,33 @@ def _kafka_security() -> ClientSecurity:
         raise CliError(f"invalid Kafka security settings: {problems}", EXIT_USAGE) from None
 
 
+def _input_topics() -> list[str]:
+    """The worker's two input topics: LOOPGUARD_TOPIC_TOOL_CALLS / _COMPACTIONS or defaults."""
+    return [
+        os.environ.get("LOOPGUARD_TOPIC_TOOL_CALLS") or TOPIC_TOOL_CALLS,
+        os.environ.get("LOOPGUARD_TOPIC_COMPACTIONS") or TOPIC_COMPACTIONS,
+    ]
+
+
+def _topics(given: list[str]) -> list[str]:
+    """--topic values: comma lists, repeatable; a bare --topic means both input topics."""
+    names: list[str] = []
+    for value in given:
+        parts = [p.strip() for p in value.split(",")]
+        names.extend(_input_topics() if value == "" else [p for p in parts if p])
+    return list(dict.fromkeys(names))
+
+
 def _source(args: argparse.Namespace) -> FileInput | TopicInput:
     """The input named on the command line: a file, `-` (stdin) or `--topic`."""
-    if args.topic:
+    if args.topic is not None:
         if args.input is not None:
             raise CliError("give either an input file or --topic, not both", EXIT_USAGE)
         start, end = _bound(args.from_, "--from"), _bound(args.to, "--to")
-        return TopicInput(args.broker, args.topic, start, end, _kafka_security())
+        if start is not None and end is not None and start.is_after(end):
+            raise CliError(f"--from {args.from_} is after --to {args.to}", EXIT_USAGE)
+        topics = _topics(args.topic)
+        return TopicInput(",".join(args.broker), topics, start, end, _kafka_security())
     if args.input is None:
         raise CliError("no input: give a file, - for stdin, or --topic", EXIT_USAGE)
     if args.from_ is not None or args.to is not None:
@@ -98,6 +135,44 @@ def _ttl_ms(seconds: float) -> int | None:
 
 def _jobs(value: int) -> int:
     return value if value > 0 else os.cpu_count() or 1
+
+
+MAX_JOBS = max(4, 2 * (os.cpu_count() or 1))  # more processes than this only add overhead
+
+
+def _int_in(low: int, high: int | None, what: str) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"{what} must be {bound}, got {value}")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def _broker(text: str) -> list[str]:
+    """An argparse type: a broker address, `host:port[,host:port…]`, `kafka://` optional."""
+    try:
+        return bootstrap_servers(text)
+    except BrokerAddressError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -165,7 +240,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     html = _open_output(args.html) if args.html else None  # fail before the replay, not after
     try:
         report = compare(base, cand, source, _ttl_ms(args.idle_ttl))
-        report.policy_names = (args.policy or "(defaults)", args.candidate)
+        report.policy_names = (_policy_name(args.policy), args.candidate)
         if html is not None:
             from loopguard_fleet.streams.audit.report_html import render_html
 
@@ -217,7 +292,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     settings = settings_or_report()
     if settings is None:
         return EXIT_USAGE
+    if settings.policy_file is not None:  # as the worker would, before starting anything
+        load_policy(settings.policy_file)
     return up_main(settings, demo=args.demo, runs=args.runs, broker_kind=args.broker)
+
+
+POLICY_HELP = (
+    "OpenClaw-shaped JSON5 policy file (default: what `loopguard up` runs: "
+    "LOOPGUARD_POLICY_FILE if set, else OpenClaw's defaults with detection on)"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -231,13 +314,28 @@ class _Parser(argparse.ArgumentParser):
 def _add_input(p: argparse.ArgumentParser) -> None:
     """The input arguments shared by replay, explain and compare."""
     p.add_argument("input", nargs="?", help="JSONL events (plain or .gz); - reads stdin")
-    p.add_argument("--topic", help="read a topic's messages instead of a file")
-    p.add_argument("--broker", default="127.0.0.1:9092", help="bootstrap for --topic")
+    p.add_argument(
+        "--topic",
+        action="append",
+        nargs="?",
+        const="",
+        metavar="NAMES",
+        help="read topics instead of a file: comma-separated or repeated; bare --topic reads "
+        "the worker's two input topics (LOOPGUARD_TOPIC_TOOL_CALLS, _COMPACTIONS), merged "
+        "into each run's seq order as the worker decides",
+    )
+    p.add_argument(
+        "--broker",
+        type=_broker,
+        default=os.environ.get("LOOPGUARD_BROKER") or "127.0.0.1:9092",
+        help=f"bootstrap for --topic: {ADDRESS_FORMAT} (default: LOOPGUARD_BROKER or "
+        "127.0.0.1:9092)",
+    )
     p.add_argument("--from", dest="from_", metavar="POS", help="offset or RFC 3339 time")
     p.add_argument("--to", metavar="POS", help="offset or RFC 3339 time (exclusive)")
     p.add_argument(
         "--idle-ttl",
-        type=float,
+        type=_seconds,
         default=DEFAULT_IDLE_TTL_S,
         metavar="S",
         help="drop a run quiet this long in event time, as the worker does (0: never)",
@@ -277,18 +375,24 @@ def build_parser() -> argparse.ArgumentParser:
         "replay", help="run the engine offline over recorded events", parents=[common]
     )
     _add_input(r)
-    r.add_argument("--policy", help="OpenClaw-shaped JSON5 policy file (default: defaults)")
+    r.add_argument("--policy", help=POLICY_HELP)
     r.add_argument("--format", choices=["jsonl", "table"], default="jsonl")
     r.add_argument("--output", help="write decisions here instead of stdout")
     r.add_argument("--strict", action="store_true", help="stop at the first malformed line")
     r.add_argument("--quiet", action="store_true", help="no progress or summary on stderr")
-    r.add_argument("--jobs", type=int, default=1, help="processes, sharded by run id (0: cores)")
+    r.add_argument(
+        "--jobs",
+        type=_int_in(0, MAX_JOBS, "--jobs"),
+        default=1,
+        help=f"processes, sharded by run id: 1 to {MAX_JOBS} (twice the cores, at least 4); "
+        "0: one per core",
+    )
     r.set_defaults(func=cmd_replay)
 
     e = sub.add_parser("explain", help="one run's timeline and why", parents=[common])
     e.add_argument("run_id", metavar="RUN_ID")
     _add_input(e)
-    e.add_argument("--policy", help="OpenClaw-shaped JSON5 policy file (default: defaults)")
+    e.add_argument("--policy", help=POLICY_HELP)
     e.add_argument("--format", choices=["table", "json"], default="table")
     e.set_defaults(func=cmd_explain)
 
@@ -296,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
         "compare", help="what-if: a candidate policy vs the current one", parents=[common]
     )
     _add_input(c)
-    c.add_argument("--policy", help="the current policy (default: defaults)")
+    c.add_argument("--policy", help="the current " + POLICY_HELP)
     c.add_argument("--candidate", required=True, help="the policy to evaluate")
     c.add_argument("--format", choices=["text", "json"], default="text")
     c.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
@@ -322,7 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     u = sub.add_parser("up", help="embedded broker + worker (+ --demo fleet)", parents=[common])
     u.add_argument("--demo", action="store_true", help="also run a simulated fleet")
-    u.add_argument("--runs", type=int, default=50, help="runs in the demo fleet")
+    u.add_argument(
+        "--runs", type=_int_in(1, None, "--runs"), default=50, help="runs in the demo fleet"
+    )
     u.add_argument(
         "--broker",
         choices=["tansu", "kafka"],

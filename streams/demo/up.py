@@ -23,6 +23,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from loopguard_fleet.config.policy import DETECTION_ON_TEXT
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.detectors.jsjson import loads
 from loopguard_fleet.streams.client.runtime import Topics
@@ -42,7 +43,7 @@ from loopguard_fleet.streams.kafka.admin import topic_partitions
 
 READY_TIMEOUT_S = 90.0
 UP_FETCH_MAX_WAIT_MS = 5  # the embedded worker's default: docs/client.md, "Verdict latency"
-DEMO_POLICY = "// written by `loopguard up`\n{tools: {loopDetection: {enabled: true}}}\n"
+DEMO_POLICY = "// written by `loopguard up`\n" + DETECTION_ON_TEXT
 
 
 def _worker_env(
@@ -183,7 +184,8 @@ def up_main(settings: Settings, demo: bool, runs: int = 50, broker_kind: str = "
         broker_url = external or broker.url  # type: ignore[union-attr]
         bootstrap = ",".join(settings.model_copy(update={"broker": broker_url}).bootstrap_servers)
         where = "" if broker is None else _describe(broker)
-        print(f"broker   {broker_url}{where}")
+        # The one address form every consumer takes: LOOPGUARD_BROKER, --broker, RuntimeClient.
+        print(f"broker   {bootstrap}{where}")
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "loopguard_fleet.streams.main", "worker"],

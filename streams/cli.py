@@ -25,6 +25,7 @@ from loopguard_fleet.config.broker_address import (
 from loopguard_fleet.config.defaults import DISTRIBUTION, TOPIC_COMPACTIONS, TOPIC_TOOL_CALLS
 from loopguard_fleet.config.policy import DETECTION_ON
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, SEMANTICS, Semantics
+from loopguard_fleet.streams.audit.explain import json_text
 from loopguard_fleet.streams.audit.inputs import (
     Bound,
     FileInput,
@@ -35,6 +36,7 @@ from loopguard_fleet.streams.audit.inputs import (
 from loopguard_fleet.streams.cli_errors import (
     EXIT_CANNOT_WRITE,
     EXIT_FAILED,
+    EXIT_NO_EVENTS,
     EXIT_OK,
     EXIT_USAGE,
     CliError,
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a filter cut off by `| head`
 DEFAULT_IDLE_TTL_S = 1800.0  # the worker's LOOPGUARD_RUN_IDLE_TTL_SECONDS default
+MAX_SHOWN_REJECTIONS = 20  # rejected lines printed one by one; the summary counts them all
 
 
 def _default_policy_source() -> str | dict[str, object]:
@@ -120,6 +123,16 @@ def _source(args: argparse.Namespace) -> FileInput | TopicInput:
     return FileInput(args.input)
 
 
+def _no_events(rejected: int, unit: str) -> str:
+    return f"no event in the input: {rejected} {unit}{'s' if rejected != 1 else ''}, all rejected"
+
+
+def _write(text: str) -> None:
+    """Text to stdout as UTF-8; a lone surrogate (from the input) is shown as `\\udc00`."""
+    sys.stdout.buffer.write(text.encode(errors="backslashreplace"))
+    sys.stdout.flush()
+
+
 def _open_output(path: str | None) -> IO[bytes]:
     if path is None:
         return sys.stdout.buffer
@@ -192,12 +205,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:
         outputs, stats = replay_sharded(spec, source, jobs)
     next_tick = TICK_EVERY
+    shown = 0
     try:
         for o in outputs:
             if o.rejected is not None:
                 r = o.rejected
-                progress.close()
-                print(f"{source.unit} {r.line}: {r.reason}: {r.detail}", file=sys.stderr)
+                shown += 1
+                if shown <= MAX_SHOWN_REJECTIONS or args.strict:
+                    progress.close()
+                    print(f"{source.unit} {r.line}: {r.reason}: {r.detail}", file=sys.stderr)
+                elif shown == MAX_SHOWN_REJECTIONS + 1:
+                    print(f"(further rejected {source.unit}s not shown)", file=sys.stderr)
                 if args.strict:
                     return EXIT_USAGE
                 continue
@@ -212,6 +230,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
             out.close()
     if not args.quiet:
         print(stats.summary(), file=sys.stderr)
+    if stats.events == 0 and stats.rejected > 0:
+        raise CliError(
+            _no_events(stats.rejected, source.unit),
+            EXIT_NO_EVENTS,
+        )
     return EXIT_OK
 
 
@@ -223,10 +246,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
     timeline = explain_run(
         _policy(args.policy, args.semantics), source, args.run_id, _ttl_ms(args.idle_ttl)
     )
+    if timeline.lines > 0 and timeline.rejected == timeline.lines:
+        raise CliError(
+            _no_events(timeline.lines, source.unit) + " (`loopguard replay` shows why)",
+            EXIT_NO_EVENTS,
+        )
     if not timeline.rows:
         raise CliError(f"run {args.run_id!r} not found in the input", EXIT_FAILED)
     text = render_json(timeline) if args.format == "json" else render_table(timeline)
-    sys.stdout.write(text)
+    _write(text)
     return EXIT_OK
 
 
@@ -244,14 +272,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if html is not None:
             from loopguard_fleet.streams.audit.report_html import render_html
 
-            html.write(render_html(report).encode())
+            html.write(render_html(report).encode(errors="backslashreplace"))
     finally:
         if html is not None:
             html.close()
+    if report.events == 0 and report.rejected > 0:
+        raise CliError(
+            _no_events(report.rejected, source.unit) + " (`loopguard replay` shows why)",
+            EXIT_NO_EVENTS,
+        )
     if args.format == "json":
-        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        _write(json_text(report.to_json()))
     else:
-        sys.stdout.write(render_summary(report))
+        _write(render_summary(report))
     return EXIT_OK
 
 
@@ -265,7 +298,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
             print(f"  {issue.path}: {issue.message}", file=sys.stderr)
         return EXIT_FAILED
     eff = policy.effective(args.agent) if args.agent is not None else policy.effective_all()
-    sys.stdout.write(orjson.dumps(eff, option=orjson.OPT_INDENT_2).decode() + "\n")
+    _write(json_text(eff))
     return EXIT_OK
 
 

@@ -38,6 +38,7 @@ __all__ = [
 
 InputItem = tuple[int, bytes]
 _GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
 
 
 class InputError(StreamError):
@@ -94,10 +95,16 @@ def _open(path: str) -> tuple[BinaryIO, BinaryIO]:
         if path != "-":
             buffered.close()
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    stream = buffered
     if magic == _GZIP_MAGIC:
         unzipped = gzip.GzipFile(fileobj=buffered, mode="rb")
-        return io.BufferedReader(cast(Any, unzipped), 1 << 16), buffered
-    return buffered, buffered
+        stream = io.BufferedReader(cast(Any, unzipped), 1 << 16)
+    try:
+        if stream.peek(len(_BOM))[: len(_BOM)] == _BOM:
+            stream.read(len(_BOM))  # a UTF-8 byte order mark starts the text, not line 1
+    except (EOFError, gzip.BadGzipFile):
+        pass  # a corrupt gzip stream is reported where its lines are read
+    return stream, buffered
 
 
 class FileInput:

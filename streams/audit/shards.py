@@ -72,7 +72,10 @@ def make_replayer(spec: ReplaySpec) -> Replayer:
 def rendered(table: bool, decisions: list[Decision], published: list[bytes]) -> bytes:
     """One line's output: the bytes the driver published, or table rows of its decisions."""
     if table:
-        return "".join([render_table(d) + "\n" for d in decisions]).encode()
+        # backslashreplace: a lone surrogate (a run id, a tool) shows as \udc00, not a crash
+        return "".join([render_table(d) + "\n" for d in decisions]).encode(
+            errors="backslashreplace"
+        )
     return b"\n".join(published) + b"\n"
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "PolicyError",
     "PolicyIssue",
     "load_policy",
+    "read_policy_document",
 ]
 
 # The policy `loopguard up` runs and the audits use without --policy: OpenClaw's defaults
@@ -224,6 +225,11 @@ def load_policy(source: str | os.PathLike[str] | Mapping[str, object]) -> Policy
         default_agent=roster.default_agent,
         keyed_ids=roster.is_keyed,
     )
+
+
+def read_policy_document(path: str | os.PathLike[str]) -> object:
+    """The parsed openclaw.json at `path` (raises PolicyError naming the file)."""
+    return _read(path)
 
 
 def _read(path: str | os.PathLike[str]) -> object:

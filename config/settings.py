@@ -7,7 +7,9 @@ all errors), so a misconfigured worker fails before it touches the broker.
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -261,3 +263,27 @@ class Settings(KafkaSecuritySettings):
     def worker_data_dir(self) -> Path:
         """This worker's own state directory (two workers on one host differ by web port)."""
         return self.data_dir / f"{self.app_id}-{self.web_port}"
+
+
+# Names under LOOPGUARD_ that are not settings: the test suites' and tools' own switches.
+_NOT_SETTINGS_PREFIXES = ("LOOPGUARD_TEST_", "LOOPGUARD_DIFFERENTIAL_")
+
+
+def setting_names() -> list[str]:
+    """Every LOOPGUARD_* variable a worker reads, sorted."""
+    return sorted(f"LOOPGUARD_{name.upper()}" for name in Settings.model_fields)
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """One message per LOOPGUARD_* variable that names no setting, with a did-you-mean."""
+    known = setting_names()
+    problems = []
+    for name in sorted(environ):
+        if not name.startswith("LOOPGUARD_") or name in known:
+            continue
+        if name.startswith(_NOT_SETTINGS_PREFIXES):
+            continue
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        hint = f"; did you mean {near[0]}?" if near else " (`loopguard worker --help` lists them)"
+        problems.append(f"{name}: not a LoopGuard setting{hint}")
+    return problems

@@ -23,7 +23,9 @@ from loopguard_fleet.config.broker_address import (
     bootstrap_servers,
 )
 from loopguard_fleet.config.defaults import DISTRIBUTION, TOPIC_COMPACTIONS, TOPIC_TOOL_CALLS
-from loopguard_fleet.config.policy import DETECTION_ON
+from loopguard_fleet.config.policy import DETECTION_ON, read_policy_document
+from loopguard_fleet.config.policy_lint import policy_warnings
+from loopguard_fleet.config.settings import setting_names
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, SEMANTICS, Semantics
 from loopguard_fleet.streams.audit.explain import json_text
 from loopguard_fleet.streams.audit.inputs import (
@@ -299,7 +301,10 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     eff = policy.effective(args.agent) if args.agent is not None else policy.effective_all()
     _write(json_text(eff))
-    return EXIT_OK
+    warnings = policy_warnings(read_policy_document(args.file))
+    for issue in warnings:
+        print(f"warning: {args.file}: {issue.path}: {issue.message}", file=sys.stderr)
+    return EXIT_FAILED if warnings and args.strict else EXIT_OK
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -446,6 +451,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chk.add_argument("file")
     chk.add_argument("--agent", default=None, help="only this agent's effective block")
+    chk.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 on a warning too (no tools.loopDetection anywhere, a key one typo away "
+        "from tools, agents or loopDetection); warnings alone exit 0",
+    )
     _add_semantics(chk)
     chk.set_defaults(func=cmd_policy_check)
 
@@ -454,7 +465,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sc.set_defaults(func=cmd_schema)
 
-    w = sub.add_parser("worker", help="run a worker against LOOPGUARD_BROKER", parents=[common])
+    w = sub.add_parser(
+        "worker",
+        help="run a worker against LOOPGUARD_BROKER",
+        parents=[common],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run a worker. It is configured only by LOOPGUARD_* variables "
+        "(docs/architecture.md); an unknown one is refused with a did-you-mean:\n\n  "
+        + "\n  ".join(setting_names()),
+    )
     w.set_defaults(func=cmd_worker)
 
     u = sub.add_parser("up", help="embedded broker + worker (+ --demo fleet)", parents=[common])

@@ -445,8 +445,8 @@ async def _abandon(producer: AIOKafkaProducer) -> None:
         while not task.done():
             task.cancel()
             await asyncio.wait([task], timeout=_CANCEL_WAIT_S)
-        batches = [b for q in accumulator._batches.values() for b in q]
-        batches += list(accumulator._pending_batches)
+        batches = [b for q in getattr(accumulator, "_batches", {}).values() for b in q]
+        batches += list(getattr(accumulator, "_pending_batches", ()))
         accumulator.fail_all(KafkaConnectionError("the broker was lost"))
         for batch in batches:  # the callers' futures report the loss (`dropped`), not these
             if batch.future.done() and not batch.future.cancelled():

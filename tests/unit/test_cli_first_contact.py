@@ -139,3 +139,60 @@ def test_up_reports_a_bad_policy_in_one_line_as_the_worker_does(monkeypatch, cap
     assert main(["up"]) == EXIT_POLICY == 78
     err = capsys.readouterr().err
     assert err.startswith("loopguard up: invalid policy") and len(err.splitlines()) == 1
+
+
+# ---- policy check warnings, unknown settings ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "warning"),
+    [
+        pytest.param("{agents: {}}", "tools.loopDetection: absent everywhere", id="no-block"),
+        pytest.param(
+            "{tool: {loopDetection: {enabled: true}}}",
+            "tool: unknown key, ignored; did you mean 'tools'?",
+            id="top-level-typo",
+        ),
+        pytest.param(
+            "{tools: {loopDetection: {enabled: true}}, agents: {list: [{id: 'a', "
+            "tools: {loopDetecton: {enabled: false}}}]}}",
+            "agents.list[0].tools.loopDetecton: unknown key, ignored; "
+            "did you mean 'loopDetection'?",
+            id="agent-block-typo",
+        ),
+        pytest.param(
+            "{tools: {loopDetection: {enabled: true}}, agents: {list: [{id: 'a', "
+            "tool: {loopDetection: {enabled: false}}}]}}",
+            "agents.list[0].tool: unknown key, ignored; did you mean 'tools'?",
+            id="agent-entry-typo",
+        ),
+    ],
+)
+def test_policy_check_warns_about_a_policy_that_silently_detects_less(
+    tmp_path: Path, text: str, warning: str, capsys
+) -> None:
+    f = tmp_path / "p.json5"
+    f.write_text(text)
+    assert main(["policy", "check", str(f)]) == 0
+    assert f"warning: {f}: {warning}" in capsys.readouterr().err
+    assert main(["policy", "check", str(f), "--strict"]) == 1
+
+
+def test_policy_check_is_quiet_about_a_clean_policy(capsys) -> None:
+    assert main(["policy", "check", str(REPO / "examples" / "policy.json5"), "--strict"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_the_worker_refuses_a_misspelled_setting_with_a_did_you_mean(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("LOOPGUARD_SEMANTIC", "openclaw-2026.9")
+    assert main(["worker"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "LOOPGUARD_SEMANTIC: not a LoopGuard setting; did you mean LOOPGUARD_SEMANTICS?" in err
+
+
+def test_worker_help_lists_every_setting(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["worker", "--help"])
+    out = capsys.readouterr().out
+    for name in ("LOOPGUARD_BROKER", "LOOPGUARD_SEMANTICS", "LOOPGUARD_POLICY_FILE"):
+        assert f"\n  {name}\n" in out

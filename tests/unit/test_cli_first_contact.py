@@ -196,3 +196,14 @@ def test_worker_help_lists_every_setting(capsys) -> None:
     out = capsys.readouterr().out
     for name in ("LOOPGUARD_BROKER", "LOOPGUARD_SEMANTICS", "LOOPGUARD_POLICY_FILE"):
         assert f"\n  {name}\n" in out
+
+
+def test_a_table_shows_the_full_run_id_that_explain_takes(tmp_path: Path, capsys) -> None:
+    run = RunScript(run_id="sim2846-035-a-run-id-longer-than-twenty")
+    path = tmp_path / "events.jsonl"
+    lines = [json.dumps(e) for _ in range(25) for e in run.both("read", {"p": 1}, error="x")]
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["replay", str(path), "--format", "table", "--quiet"]) == 0
+    shown = capsys.readouterr().out.split()
+    assert run.run_id in shown
+    assert main(["explain", run.run_id, str(path)]) == 0

@@ -54,8 +54,9 @@ def test_every_entry_point_reads_the_same_address_forms(address: str, hosts: lis
     assert bootstrap_servers(address) == hosts
     assert Settings(broker=address).bootstrap_servers == hosts  # worker, up
     assert RuntimeClient(address).bootstrap == hosts  # the runtime client
-    args = build_parser().parse_args(["replay", "--topic", "t", "--broker", address])
-    assert args.broker == hosts  # replay | explain | compare --broker
+    for command in (["replay"], ["explain", "r1"], ["compare", "--candidate", "c.json5"]):
+        args = build_parser().parse_args([*command, "--topic", "t", "--broker", address])
+        assert args.broker == hosts, command  # replay | explain | compare --broker
     assert broker_url(address) == "kafka://" + ";".join(hosts)  # what Faust is given
 
 

@@ -48,7 +48,20 @@ from loopguard_fleet.config.roster import normalize_agent_id, read_roster
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, Semantics
 from loopguard_fleet.detectors.values import Thresholds
 
-__all__ = ["Policy", "PolicyError", "PolicyIssue", "load_policy"]
+__all__ = [
+    "DETECTION_ON",
+    "DETECTION_ON_TEXT",
+    "Policy",
+    "PolicyError",
+    "PolicyIssue",
+    "load_policy",
+    "read_policy_document",
+]
+
+# The policy `loopguard up` runs and the audits use without --policy: OpenClaw's defaults
+# with detection on (OpenClaw itself ships the rolling detectors off).
+DETECTION_ON: dict[str, object] = {"tools": {"loopDetection": {"enabled": True}}}
+DETECTION_ON_TEXT = "{tools: {loopDetection: {enabled: true}}}\n"
 
 _DEFAULTS = Thresholds()
 _T = TypeVar("_T")
@@ -212,6 +225,11 @@ def load_policy(source: str | os.PathLike[str] | Mapping[str, object]) -> Policy
         default_agent=roster.default_agent,
         keyed_ids=roster.is_keyed,
     )
+
+
+def read_policy_document(path: str | os.PathLike[str]) -> object:
+    """The parsed openclaw.json at `path` (raises PolicyError naming the file)."""
+    return _read(path)
 
 
 def _read(path: str | os.PathLike[str]) -> object:

@@ -7,14 +7,16 @@ all errors), so a misconfigured worker fails before it touches the broker.
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, FilePath, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from loopguard_fleet.config.broker_address import bootstrap_servers, broker_url
 from loopguard_fleet.config.defaults import (
     TOPIC_COMPACTIONS,
     TOPIC_CONTROL,
@@ -26,7 +28,6 @@ from loopguard_fleet.detectors.values import DEFAULT_CHANNEL_TOOLS
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
-_BROKER_SCHEMES = ("kafka", "aiokafka")
 
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 Store = Literal["rocksdb://", "memory://"]
@@ -183,18 +184,9 @@ class Settings(KafkaSecuritySettings):
 
     @field_validator("broker")
     @classmethod
-    def _broker_is_kafka_url(cls, value: str) -> str:
-        """Accept `kafka://host:port[;host:port…]`, naming the culprit otherwise."""
-        parts = urlsplit(value)
-        if parts.scheme not in _BROKER_SCHEMES:
-            raise ValueError(
-                f"broker URL {value!r} must start with one of "
-                f"{', '.join(s + '://' for s in _BROKER_SCHEMES)}"
-            )
-        hosts = [h for h in re.split(r"[;,]", parts.netloc) if h]
-        if not hosts or any(":" not in h for h in hosts):
-            raise ValueError(f"broker URL {value!r} must name host:port (e.g. 127.0.0.1:9092)")
-        return value
+    def _broker_is_an_address(cls, value: str) -> str:
+        """Accept `host:port[,host:port…]` with or without `kafka://`; keep Faust's URL form."""
+        return broker_url(value)  # BrokerAddressError is a ValueError: pydantic reports it
 
     @field_validator("topic_tool_calls", "topic_compactions", "topic_control", "topic_dead_letter")
     @classmethod
@@ -259,9 +251,8 @@ class Settings(KafkaSecuritySettings):
 
     @property
     def bootstrap_servers(self) -> list[str]:
-        """The broker URL as aiokafka's `host:port` list."""
-        netloc = urlsplit(self.broker).netloc
-        return [h for h in re.split(r"[;,]", netloc) if h]
+        """The broker address as aiokafka's `host:port` list."""
+        return bootstrap_servers(self.broker)
 
     @property
     def input_topics(self) -> tuple[str, str]:
@@ -272,3 +263,27 @@ class Settings(KafkaSecuritySettings):
     def worker_data_dir(self) -> Path:
         """This worker's own state directory (two workers on one host differ by web port)."""
         return self.data_dir / f"{self.app_id}-{self.web_port}"
+
+
+# Names under LOOPGUARD_ that are not settings: the test suites' and tools' own switches.
+_NOT_SETTINGS_PREFIXES = ("LOOPGUARD_TEST_", "LOOPGUARD_DIFFERENTIAL_")
+
+
+def setting_names() -> list[str]:
+    """Every LOOPGUARD_* variable a worker reads, sorted."""
+    return sorted(f"LOOPGUARD_{name.upper()}" for name in Settings.model_fields)
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """One message per LOOPGUARD_* variable that names no setting, with a did-you-mean."""
+    known = setting_names()
+    problems = []
+    for name in sorted(environ):
+        if not name.startswith("LOOPGUARD_") or name in known:
+            continue
+        if name.startswith(_NOT_SETTINGS_PREFIXES):
+            continue
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        hint = f"; did you mean {near[0]}?" if near else " (`loopguard worker --help` lists them)"
+        problems.append(f"{name}: not a LoopGuard setting{hint}")
+    return problems

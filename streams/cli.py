@@ -11,14 +11,23 @@ import contextlib
 import importlib.metadata
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, NoReturn
 
 import orjson
 
 from loopguard_fleet.config import Policy, PolicyError, load_policy
-from loopguard_fleet.config.defaults import DISTRIBUTION
+from loopguard_fleet.config.broker_address import (
+    ADDRESS_FORMAT,
+    BrokerAddressError,
+    bootstrap_servers,
+)
+from loopguard_fleet.config.defaults import DISTRIBUTION, TOPIC_COMPACTIONS, TOPIC_TOOL_CALLS
+from loopguard_fleet.config.policy import DETECTION_ON, read_policy_document
+from loopguard_fleet.config.policy_lint import policy_warnings
+from loopguard_fleet.config.settings import setting_names
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, SEMANTICS, Semantics
+from loopguard_fleet.streams.audit.explain import json_text
 from loopguard_fleet.streams.audit.inputs import (
     Bound,
     FileInput,
@@ -29,6 +38,7 @@ from loopguard_fleet.streams.audit.inputs import (
 from loopguard_fleet.streams.cli_errors import (
     EXIT_CANNOT_WRITE,
     EXIT_FAILED,
+    EXIT_NO_EVENTS,
     EXIT_OK,
     EXIT_USAGE,
     CliError,
@@ -40,11 +50,23 @@ if TYPE_CHECKING:
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a filter cut off by `| head`
 DEFAULT_IDLE_TTL_S = 1800.0  # the worker's LOOPGUARD_RUN_IDLE_TTL_SECONDS default
+MAX_SHOWN_REJECTIONS = 20  # rejected lines printed one by one; the summary counts them all
+
+
+def _default_policy_source() -> str | dict[str, object]:
+    """What `loopguard up` runs without --policy: LOOPGUARD_POLICY_FILE, else detection on."""
+    return os.environ.get("LOOPGUARD_POLICY_FILE") or DETECTION_ON
 
 
 def _policy(path: str | None, semantics: Semantics = CONFIGURABLE) -> Policy:
-    policy = Policy.default() if path is None else load_policy(path)
-    return policy.with_semantics(semantics)
+    return load_policy(_default_policy_source() if path is None else path).with_semantics(semantics)
+
+
+def _policy_name(path: str | None) -> str:
+    if path is not None:
+        return path
+    source = _default_policy_source()
+    return source if isinstance(source, str) else "(default: detection on)"
 
 
 def _bound(text: str | None, flag: str) -> Bound | None:
@@ -69,18 +91,48 @@ def _kafka_security() -> ClientSecurity:
         raise CliError(f"invalid Kafka security settings: {problems}", EXIT_USAGE) from None
 
 
+def _input_topics() -> list[str]:
+    """The worker's two input topics: LOOPGUARD_TOPIC_TOOL_CALLS / _COMPACTIONS or defaults."""
+    return [
+        os.environ.get("LOOPGUARD_TOPIC_TOOL_CALLS") or TOPIC_TOOL_CALLS,
+        os.environ.get("LOOPGUARD_TOPIC_COMPACTIONS") or TOPIC_COMPACTIONS,
+    ]
+
+
+def _topics(given: list[str]) -> list[str]:
+    """--topic values: comma lists, repeatable; a bare --topic means both input topics."""
+    names: list[str] = []
+    for value in given:
+        parts = [p.strip() for p in value.split(",")]
+        names.extend(_input_topics() if value == "" else [p for p in parts if p])
+    return list(dict.fromkeys(names))
+
+
 def _source(args: argparse.Namespace) -> FileInput | TopicInput:
     """The input named on the command line: a file, `-` (stdin) or `--topic`."""
-    if args.topic:
+    if args.topic is not None:
         if args.input is not None:
             raise CliError("give either an input file or --topic, not both", EXIT_USAGE)
         start, end = _bound(args.from_, "--from"), _bound(args.to, "--to")
-        return TopicInput(args.broker, args.topic, start, end, _kafka_security())
+        if start is not None and end is not None and start.is_after(end):
+            raise CliError(f"--from {args.from_} is after --to {args.to}", EXIT_USAGE)
+        topics = _topics(args.topic)
+        return TopicInput(",".join(args.broker), topics, start, end, _kafka_security())
     if args.input is None:
         raise CliError("no input: give a file, - for stdin, or --topic", EXIT_USAGE)
     if args.from_ is not None or args.to is not None:
         raise CliError("--from and --to bound a --topic, not a file", EXIT_USAGE)
     return FileInput(args.input)
+
+
+def _no_events(rejected: int, unit: str) -> str:
+    return f"no event in the input: {rejected} {unit}{'s' if rejected != 1 else ''}, all rejected"
+
+
+def _write(text: str) -> None:
+    """Text to stdout as UTF-8; a lone surrogate (from the input) is shown as `\\udc00`."""
+    sys.stdout.buffer.write(text.encode(errors="backslashreplace"))
+    sys.stdout.flush()
 
 
 def _open_output(path: str | None) -> IO[bytes]:
@@ -100,6 +152,44 @@ def _jobs(value: int) -> int:
     return value if value > 0 else os.cpu_count() or 1
 
 
+MAX_JOBS = max(4, 2 * (os.cpu_count() or 1))  # more processes than this only add overhead
+
+
+def _int_in(low: int, high: int | None, what: str) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"{what} must be {bound}, got {value}")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def _broker(text: str) -> list[str]:
+    """An argparse type: a broker address, `host:port[,host:port…]`, `kafka://` optional."""
+    try:
+        return bootstrap_servers(text)
+    except BrokerAddressError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     """Run the engine offline over recorded events and print the decisions."""
     from loopguard_fleet.streams.audit.progress import TICK_EVERY, Progress
@@ -117,12 +207,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:
         outputs, stats = replay_sharded(spec, source, jobs)
     next_tick = TICK_EVERY
+    shown = 0
     try:
         for o in outputs:
             if o.rejected is not None:
                 r = o.rejected
-                progress.close()
-                print(f"{source.unit} {r.line}: {r.reason}: {r.detail}", file=sys.stderr)
+                shown += 1
+                if shown <= MAX_SHOWN_REJECTIONS or args.strict:
+                    progress.close()
+                    print(f"{source.unit} {r.line}: {r.reason}: {r.detail}", file=sys.stderr)
+                elif shown == MAX_SHOWN_REJECTIONS + 1:
+                    print(f"(further rejected {source.unit}s not shown)", file=sys.stderr)
                 if args.strict:
                     return EXIT_USAGE
                 continue
@@ -137,6 +232,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
             out.close()
     if not args.quiet:
         print(stats.summary(), file=sys.stderr)
+    if stats.events == 0 and stats.rejected > 0:
+        raise CliError(
+            _no_events(stats.rejected, source.unit),
+            EXIT_NO_EVENTS,
+        )
     return EXIT_OK
 
 
@@ -148,10 +248,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
     timeline = explain_run(
         _policy(args.policy, args.semantics), source, args.run_id, _ttl_ms(args.idle_ttl)
     )
+    if timeline.lines > 0 and timeline.rejected == timeline.lines:
+        raise CliError(
+            _no_events(timeline.lines, source.unit) + " (`loopguard replay` shows why)",
+            EXIT_NO_EVENTS,
+        )
     if not timeline.rows:
         raise CliError(f"run {args.run_id!r} not found in the input", EXIT_FAILED)
     text = render_json(timeline) if args.format == "json" else render_table(timeline)
-    sys.stdout.write(text)
+    _write(text)
     return EXIT_OK
 
 
@@ -165,18 +270,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
     html = _open_output(args.html) if args.html else None  # fail before the replay, not after
     try:
         report = compare(base, cand, source, _ttl_ms(args.idle_ttl))
-        report.policy_names = (args.policy or "(defaults)", args.candidate)
+        report.policy_names = (_policy_name(args.policy), args.candidate)
         if html is not None:
             from loopguard_fleet.streams.audit.report_html import render_html
 
-            html.write(render_html(report).encode())
+            html.write(render_html(report).encode(errors="backslashreplace"))
     finally:
         if html is not None:
             html.close()
+    if report.events == 0 and report.rejected > 0:
+        raise CliError(
+            _no_events(report.rejected, source.unit) + " (`loopguard replay` shows why)",
+            EXIT_NO_EVENTS,
+        )
     if args.format == "json":
-        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        _write(json_text(report.to_json()))
     else:
-        sys.stdout.write(render_summary(report))
+        _write(render_summary(report))
     return EXIT_OK
 
 
@@ -190,8 +300,11 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
             print(f"  {issue.path}: {issue.message}", file=sys.stderr)
         return EXIT_FAILED
     eff = policy.effective(args.agent) if args.agent is not None else policy.effective_all()
-    sys.stdout.write(orjson.dumps(eff, option=orjson.OPT_INDENT_2).decode() + "\n")
-    return EXIT_OK
+    _write(json_text(eff))
+    warnings = policy_warnings(read_policy_document(args.file))
+    for issue in warnings:
+        print(f"warning: {args.file}: {issue.path}: {issue.message}", file=sys.stderr)
+    return EXIT_FAILED if warnings and args.strict else EXIT_OK
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -217,7 +330,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     settings = settings_or_report()
     if settings is None:
         return EXIT_USAGE
+    if settings.policy_file is not None:  # as the worker would, before starting anything
+        load_policy(settings.policy_file)
     return up_main(settings, demo=args.demo, runs=args.runs, broker_kind=args.broker)
+
+
+POLICY_HELP = (
+    "OpenClaw-shaped JSON5 policy file (default: what `loopguard up` runs: "
+    "LOOPGUARD_POLICY_FILE if set, else OpenClaw's defaults with detection on)"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -231,13 +352,28 @@ class _Parser(argparse.ArgumentParser):
 def _add_input(p: argparse.ArgumentParser) -> None:
     """The input arguments shared by replay, explain and compare."""
     p.add_argument("input", nargs="?", help="JSONL events (plain or .gz); - reads stdin")
-    p.add_argument("--topic", help="read a topic's messages instead of a file")
-    p.add_argument("--broker", default="127.0.0.1:9092", help="bootstrap for --topic")
+    p.add_argument(
+        "--topic",
+        action="append",
+        nargs="?",
+        const="",
+        metavar="NAMES",
+        help="read topics instead of a file: comma-separated or repeated; bare --topic reads "
+        "the worker's two input topics (LOOPGUARD_TOPIC_TOOL_CALLS, _COMPACTIONS), merged "
+        "into each run's seq order as the worker decides",
+    )
+    p.add_argument(
+        "--broker",
+        type=_broker,
+        default=os.environ.get("LOOPGUARD_BROKER") or "127.0.0.1:9092",
+        help=f"bootstrap for --topic: {ADDRESS_FORMAT} (default: LOOPGUARD_BROKER or "
+        "127.0.0.1:9092)",
+    )
     p.add_argument("--from", dest="from_", metavar="POS", help="offset or RFC 3339 time")
     p.add_argument("--to", metavar="POS", help="offset or RFC 3339 time (exclusive)")
     p.add_argument(
         "--idle-ttl",
-        type=float,
+        type=_seconds,
         default=DEFAULT_IDLE_TTL_S,
         metavar="S",
         help="drop a run quiet this long in event time, as the worker does (0: never)",
@@ -277,18 +413,24 @@ def build_parser() -> argparse.ArgumentParser:
         "replay", help="run the engine offline over recorded events", parents=[common]
     )
     _add_input(r)
-    r.add_argument("--policy", help="OpenClaw-shaped JSON5 policy file (default: defaults)")
+    r.add_argument("--policy", help=POLICY_HELP)
     r.add_argument("--format", choices=["jsonl", "table"], default="jsonl")
     r.add_argument("--output", help="write decisions here instead of stdout")
     r.add_argument("--strict", action="store_true", help="stop at the first malformed line")
     r.add_argument("--quiet", action="store_true", help="no progress or summary on stderr")
-    r.add_argument("--jobs", type=int, default=1, help="processes, sharded by run id (0: cores)")
+    r.add_argument(
+        "--jobs",
+        type=_int_in(0, MAX_JOBS, "--jobs"),
+        default=1,
+        help=f"processes, sharded by run id: 1 to {MAX_JOBS} (twice the cores, at least 4); "
+        "0: one per core",
+    )
     r.set_defaults(func=cmd_replay)
 
     e = sub.add_parser("explain", help="one run's timeline and why", parents=[common])
     e.add_argument("run_id", metavar="RUN_ID")
     _add_input(e)
-    e.add_argument("--policy", help="OpenClaw-shaped JSON5 policy file (default: defaults)")
+    e.add_argument("--policy", help=POLICY_HELP)
     e.add_argument("--format", choices=["table", "json"], default="table")
     e.set_defaults(func=cmd_explain)
 
@@ -296,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
         "compare", help="what-if: a candidate policy vs the current one", parents=[common]
     )
     _add_input(c)
-    c.add_argument("--policy", help="the current policy (default: defaults)")
+    c.add_argument("--policy", help="the current " + POLICY_HELP)
     c.add_argument("--candidate", required=True, help="the policy to evaluate")
     c.add_argument("--format", choices=["text", "json"], default="text")
     c.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
@@ -309,6 +451,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chk.add_argument("file")
     chk.add_argument("--agent", default=None, help="only this agent's effective block")
+    chk.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 on a warning too (no tools.loopDetection anywhere, a key one typo away "
+        "from tools, agents or loopDetection); warnings alone exit 0",
+    )
     _add_semantics(chk)
     chk.set_defaults(func=cmd_policy_check)
 
@@ -317,12 +465,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sc.set_defaults(func=cmd_schema)
 
-    w = sub.add_parser("worker", help="run a worker against LOOPGUARD_BROKER", parents=[common])
+    w = sub.add_parser(
+        "worker",
+        help="run a worker against LOOPGUARD_BROKER",
+        parents=[common],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run a worker. It is configured only by LOOPGUARD_* variables "
+        "(docs/architecture.md); an unknown one is refused with a did-you-mean:\n\n  "
+        + "\n  ".join(setting_names()),
+    )
     w.set_defaults(func=cmd_worker)
 
     u = sub.add_parser("up", help="embedded broker + worker (+ --demo fleet)", parents=[common])
     u.add_argument("--demo", action="store_true", help="also run a simulated fleet")
-    u.add_argument("--runs", type=int, default=50, help="runs in the demo fleet")
+    u.add_argument(
+        "--runs", type=_int_in(1, None, "--runs"), default=50, help="runs in the demo fleet"
+    )
     u.add_argument(
         "--broker",
         choices=["tansu", "kafka"],

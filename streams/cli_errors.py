@@ -20,6 +20,7 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
+    "EXIT_NO_EVENTS",
     "EXIT_NO_INPUT",
     "EXIT_OK",
     "EXIT_POLICY",
@@ -31,6 +32,7 @@ __all__ = [
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1  # the command's answer is "no": invalid policy, run not found
 EXIT_USAGE: Final = 2  # a bad flag or value; `replay --strict` stopped at a malformed line
+EXIT_NO_EVENTS: Final = 65  # EX_DATAERR: the input had lines, and not one was an event
 EXIT_NO_INPUT: Final = 66  # EX_NOINPUT: missing/unreadable file, corrupt gzip, missing topic
 EXIT_BROKER_UNREACHABLE: Final = 69  # EX_UNAVAILABLE: no broker answered in time
 EXIT_BROKER_REFUSED: Final = 77  # EX_NOPERM: wrong password, untrusted CA, missing ACL

@@ -5,11 +5,12 @@ python -m loopguard_fleet.streams.main worker      # same as `loopguard worker`
 
 from __future__ import annotations
 
+import os
 import sys
 
 from pydantic import ValidationError
 
-from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.config.settings import Settings, unknown_variables
 
 __all__ = ["load_settings", "main", "settings_or_report", "worker_main"]
 
@@ -32,7 +33,13 @@ def _report(exc: ValidationError) -> None:
 
 
 def settings_or_report() -> Settings | None:
-    """`Settings` from the environment, or None after printing every invalid one."""
+    """`Settings` from the environment, or None after printing every invalid one (a
+    misspelled LOOPGUARD_* variable included: ignoring it would silently keep a default)."""
+    unknown = unknown_variables(os.environ)
+    if unknown:
+        lines = [f"loopguard: {len(unknown)} unknown setting(s):", *(f"  {u}" for u in unknown)]
+        sys.stderr.write("\n".join(lines) + "\n")
+        return None
     try:
         return load_settings()
     except ValidationError as exc:

@@ -406,6 +406,41 @@ def _count(
                     run.first[s] = (run.calls, detector, action)
 
 
+MAX_LISTED_RUNS = 50  # runs listed in the text and HTML; the JSON report has every one
+
+
+def moved_runs(stopped_runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs whose first stop the candidate changes: moved, newly stopped, no longer stopped;
+    earliest moves first, then the newly stopped, then the released."""
+
+    def order(r: dict[str, Any]) -> tuple[int, int, str]:
+        if r["delta_calls"] is not None:
+            return (0, r["delta_calls"], r["run_id"])
+        return (1 if r["current"] is None else 2, 0, r["run_id"])
+
+    changed = [r for r in stopped_runs if r["delta_calls"] != 0]
+    return sorted(changed, key=order)
+
+
+def threshold_changes(thresholds: dict[str, Any]) -> list[tuple[str, object, object]]:
+    """(setting, current, candidate) for every effective threshold the two policies differ on."""
+    out: list[tuple[str, object, object]] = []
+
+    def walk(path: str, a: object, b: object) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(set(a) | set(b)):
+                walk(f"{path}.{key}" if path else str(key), a.get(key), b.get(key))
+        elif a != b:
+            out.append((path, a, b))
+
+    walk("", thresholds.get("current", {}), thresholds.get("candidate", {}))
+    return out
+
+
+def _first(side: dict[str, Any] | None) -> str:
+    return "never" if side is None else f"{side['first_stop_call']} ({side['detector']})"
+
+
 def render_summary(report: CompareReport) -> str:
     """A short summary for a terminal."""
     j = report.to_json()
@@ -434,4 +469,21 @@ def render_summary(report: CompareReport) -> str:
         f"healthy runs newly hit: {hit['warned'] + hit['stopped']} "
         f"({hit['stopped']} stopped, {hit['warned']} only warned)",
     ]
+    changes = threshold_changes(j["thresholds"])
+    lines += ["", f"thresholds changed: {len(changes)}"]
+    lines += [f"  {path}: {a!r} → {b!r}" for path, a, b in changes]
+    moved = moved_runs(j["stopped_runs"])
+    shown = moved[:MAX_LISTED_RUNS]
+    more = (
+        f" ({len(shown)} of {len(moved)}; all in --format json)" if len(moved) > len(shown) else ""
+    )
+    lines += ["", f"runs whose first stop moves: {len(moved)}{more}"]
+    if shown:
+        lines.append(f"  {'run':<40} {'current':>24} {'candidate':>24} {'calls':>6}")
+    for r in shown:
+        delta = "" if r["delta_calls"] is None else f"{r['delta_calls']:+d}"
+        lines.append(
+            f"  {r['run_id']:<40} {_first(r['current']):>24} {_first(r['candidate']):>24} "
+            f"{delta:>6}"
+        )
     return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ count, warning key, message and note. The run is replayed exactly as `loopguard 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
@@ -65,6 +66,8 @@ class Timeline:
     agent_id: str | None = None
     thresholds: dict[str, object] = field(default_factory=dict)
     rows: list[Row] = field(default_factory=list)
+    lines: int = 0  # input lines read
+    rejected: int = 0  # of which not an event (the replay's rejections)
 
 
 def _counts(state: RunState, ev: Event) -> tuple[dict[str, int], bool]:
@@ -97,16 +100,19 @@ def explain_run(
     calls: dict[str, int] = {}
     n_calls = 0
     for pos, raw in items:
+        timeline.lines += 1
         try:
             obj = decode_object(raw, replayer.max_line_bytes)
         except InputRejected:
+            timeline.rejected += 1
             continue
         replayer.observe_time(obj)  # other runs' times count, as in a replay
-        if obj.get("run_id") != run_id:
-            continue
         try:
             ev = parse_event(obj)
         except InvalidEvent:
+            timeline.rejected += 1
+            continue
+        if ev.run_id != run_id:
             continue
         state = replayer.state_for(ev)
         row = Row(pos, ev.seq, ev.type, ev.event_id)
@@ -161,7 +167,15 @@ def render_json(timeline: Timeline) -> str:
         "thresholds": timeline.thresholds,
         "events": [asdict(r) for r in timeline.rows],
     }
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+    return json_text(doc)
+
+
+def json_text(doc: object) -> str:
+    """Indented JSON; a lone surrogate in a string (a run id, a tool) is written `\\uXXXX`."""
+    try:
+        return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+    except orjson.JSONEncodeError:  # orjson refuses lone surrogates; the json module escapes
+        return json.dumps(doc, indent=2) + "\n"
 
 
 def _short(h: str | None) -> str:

@@ -12,11 +12,12 @@ import gzip
 import io
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
+from loopguard_fleet.detectors.jsjson import NotJSON, loads
 from loopguard_fleet.streams.errors import StreamError
 
 if TYPE_CHECKING:  # aiokafka is imported only for topics
@@ -29,6 +30,7 @@ __all__ = [
     "InputItem",
     "TopicInput",
     "file_items",
+    "merge_by_seq",
     "open_input",
     "parse_bound",
     "topic_items",
@@ -36,6 +38,7 @@ __all__ = [
 
 InputItem = tuple[int, bytes]
 _GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
 
 
 class InputError(StreamError):
@@ -48,6 +51,14 @@ class Bound:
 
     offset: int | None = None
     time_ms: int | None = None
+
+    def is_after(self, other: Bound) -> bool:
+        """True when both are offsets, or both times, and this one comes later."""
+        if self.offset is not None and other.offset is not None:
+            return self.offset > other.offset
+        if self.time_ms is not None and other.time_ms is not None:
+            return self.time_ms > other.time_ms
+        return False
 
 
 def parse_bound(text: str) -> Bound:
@@ -84,10 +95,16 @@ def _open(path: str) -> tuple[BinaryIO, BinaryIO]:
         if path != "-":
             buffered.close()
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    stream = buffered
     if magic == _GZIP_MAGIC:
         unzipped = gzip.GzipFile(fileobj=buffered, mode="rb")
-        return io.BufferedReader(cast(Any, unzipped), 1 << 16), buffered
-    return buffered, buffered
+        stream = io.BufferedReader(cast(Any, unzipped), 1 << 16)
+    try:
+        if stream.peek(len(_BOM))[: len(_BOM)] == _BOM:
+            stream.read(len(_BOM))  # a UTF-8 byte order mark starts the text, not line 1
+    except (EOFError, gzip.BadGzipFile):
+        pass  # a corrupt gzip stream is reported where its lines are read
+    return stream, buffered
 
 
 class FileInput:
@@ -306,7 +323,14 @@ class _TopicReader:
 
 
 class TopicInput:
-    """A topic's messages between two bounds, as `(index, value)` items (see topic_items)."""
+    """Topics' messages between two bounds, as `(index, value)` items.
+
+    One topic streams in partition order (see topic_items). Several (the worker's two input
+    topics) are read whole and merged the way the worker's decisions are defined: each run's
+    events in seq order (docs/wire-format.md, "Ordering"); messages that name no run id and
+    integer seq (which the replay rejects) come first, in the order read. The index is the
+    message's place in that merged order.
+    """
 
     unit = "message"
     total_bytes: int | None = None
@@ -314,14 +338,14 @@ class TopicInput:
     def __init__(
         self,
         bootstrap: str,
-        topic: str,
+        topics: str | Sequence[str],
         start: Bound | None = None,
         end: Bound | None = None,
         security: ClientSecurity | None = None,
     ) -> None:
         self.security = security
         self.bootstrap = bootstrap
-        self.topic = topic
+        self.topics = [topics] if isinstance(topics, str) else list(topics)
         self.start = start
         self.end = end
 
@@ -330,4 +354,33 @@ class TopicInput:
         return 0
 
     def __iter__(self) -> Iterator[InputItem]:
-        return topic_items(self.bootstrap, self.topic, self.start, self.end, security=self.security)
+        streams = [
+            topic_items(self.bootstrap, t, self.start, self.end, security=self.security)
+            for t in self.topics
+        ]
+        if len(streams) == 1:
+            return streams[0]
+        return enumerate(merge_by_seq(streams), start=1)
+
+
+def merge_by_seq(streams: Sequence[Iterable[InputItem]]) -> list[bytes]:
+    """Values of several inputs merged into each run's seq order (stable otherwise)."""
+    keyed: list[tuple[tuple[int, str, int], int, bytes]] = []
+    for value in (value for stream in streams for _, value in stream):
+        keyed.append((_seq_key(value), len(keyed), value))
+    keyed.sort(key=lambda k: (k[0], k[1]))
+    return [value for _, _, value in keyed]
+
+
+def _seq_key(value: bytes) -> tuple[int, str, int]:
+    """(1, run_id, seq) of a well-formed event, (0, "", 0) for what the replay rejects."""
+    try:
+        event = loads(value)  # the replay's own parser: JavaScript's JSON.parse
+    except NotJSON:
+        return (0, "", 0)
+    if not isinstance(event, dict):
+        return (0, "", 0)
+    run_id, seq = event.get("run_id"), event.get("seq")
+    if not isinstance(run_id, str) or not isinstance(seq, int) or isinstance(seq, bool):
+        return (0, "", 0)
+    return (1, run_id, seq)

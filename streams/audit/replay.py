@@ -13,8 +13,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import orjson
-
 from loopguard_fleet.config import Policy
 from loopguard_fleet.detectors import (
     NO_VERDICT_YET,
@@ -24,6 +22,7 @@ from loopguard_fleet.detectors import (
     Thresholds,
     parse_event,
 )
+from loopguard_fleet.detectors.jsjson import loads
 from loopguard_fleet.detectors.process import GivenVerdict
 from loopguard_fleet.streams.processing.driver import DriverLimits, RunDriver, event_time_ms
 from loopguard_fleet.streams.processing.metrics import Metrics
@@ -332,9 +331,21 @@ class Replayer:
         return Rejected(line, reason, detail)
 
     def _refused(self, line: int) -> Rejected:
-        """The refusal the driver just dead-lettered, as a rejected line (rare: decoded)."""
-        record = orjson.loads(self.outputs.dead_letters.pop())
-        return self.reject(line, str(record["reason"]), str(record["detail"]))
+        """The refusal the driver just dead-lettered, as a rejected line (rare: decoded).
+
+        The record is read back with the wire's own reader: its strings may hold lone
+        surrogates (escaped), which orjson refuses. Bytes that are not UTF-8 are named as
+        such, not as the JSON reader's complaint about them.
+        """
+        record = loads(self.outputs.dead_letters.pop())
+        reason, detail = str(record["reason"]), str(record["detail"])
+        if reason == "not_json":
+            raw = self._msg.value or b""
+            try:
+                raw.decode()
+            except UnicodeDecodeError as exc:
+                detail = f"invalid UTF-8 at byte {exc.start}"
+        return self.reject(line, reason, detail)
 
 
 def replay_items(

@@ -7,10 +7,16 @@ them back from the page that a browser rendered (tests/integration/test_replay_r
 
 from __future__ import annotations
 
+import math
 from html import escape
 from typing import Any
 
-from loopguard_fleet.streams.audit.compare import CompareReport
+from loopguard_fleet.streams.audit.compare import (
+    MAX_LISTED_RUNS,
+    CompareReport,
+    moved_runs,
+    threshold_changes,
+)
 
 __all__ = ["MAX_POINTS", "render_html"]
 
@@ -59,19 +65,31 @@ def _scatter(stopped: list[dict[str, Any]]) -> str:
     def yy(v: float) -> float:
         return size - pad - (size - 2 * pad) * v / never
 
-    marks = []
+    # Runs with the same (current, candidate) first stop share one point, sized and labelled
+    # by their count, so that a thousand identical runs are not one dot among the others.
+    groups: dict[tuple[int | None, int | None], list[str]] = {}
     for p in pts:
         a: int | None = p["current"]["first_stop_call"] if p["current"] else None
         b: int | None = p["candidate"]["first_stop_call"] if p["candidate"] else None
+        groups.setdefault((a, b), []).append(p["run_id"])
+    marks = []
+    for (a, b), run_ids in groups.items():
         shown = f"{a if a is not None else 'never'} → {b if b is not None else 'never'}"
         cx, cy = xy(never if a is None else a), yy(never if b is None else b)
         cls = "b" if b is not None and (a is None or b < a) else "a"
+        n = len(run_ids)
+        who = escape(run_ids[0]) if n == 1 else f"{n} runs, e.g. {escape(run_ids[0])}"
         marks.append(
-            f'<circle class="{cls} point" cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill-opacity="0.7" '
-            f'data-run="{escape(p["run_id"])}" data-current="{a if a is not None else ""}" '
-            f'data-candidate="{b if b is not None else ""}"><title>{escape(p["run_id"])}: '
-            f"{shown}</title></circle>"
+            f'<circle class="{cls} point" cx="{cx:.1f}" cy="{cy:.1f}" r="{_radius(n):.1f}" '
+            f'fill-opacity="0.7" data-run="{escape(run_ids[0])}" '
+            f'data-current="{a if a is not None else ""}" '
+            f'data-candidate="{b if b is not None else ""}" data-count="{n}">'
+            f"<title>{who}: {shown}</title></circle>"
         )
+        if n > 1:
+            marks.append(
+                f'<text x="{cx + 7:.1f}" y="{cy - 7:.1f}" data-count-label="{n}">×{n}</text>'
+            )
     end = xy(top)
     ticks = []
     step = _nice_step(top / 6)
@@ -126,6 +144,19 @@ def _bars(by_detector: dict[str, dict[str, int]]) -> str:
     )
 
 
+def _radius(n: int) -> float:
+    """A point's radius: its area grows with the runs it stands for."""
+    return 4.0 + 2.0 * math.sqrt(n - 1)
+
+
+def _delta(d: int | None) -> str:
+    return "" if d is None else f"{d:+d}"
+
+
+def _stop(side: dict[str, Any] | None) -> str:
+    return "never" if side is None else str(side["first_stop_call"])
+
+
 def _signed(n: int) -> str:
     return f"{n:+d}" if n else "0"
 
@@ -134,7 +165,7 @@ def _table(title: str, rows: dict[str, dict[str, int]], dim: str) -> str:
     body = "".join(
         f'<tr data-{dim}="{escape(k)}"><td>{escape(k)}</td><td class="n">{r["current"]}</td>'
         f'<td class="n">{r["candidate"]}</td><td class="n">{_signed(r["gained"])}</td>'
-        f'<td class="n">{_signed(-r["lost"])}</td></tr>'
+        f'<td class="n">{r["lost"]}</td></tr>'
         for k, r in rows.items()
     )
     return (
@@ -161,17 +192,20 @@ def render_html(report: CompareReport) -> str:
             _card("healthy-hit", hit["warned"] + hit["stopped"], "healthy runs newly hit"),
         ]
     )
-    earlier = sorted(
-        (r for r in j["stopped_runs"] if r["delta_calls"] is not None and r["delta_calls"] != 0),
-        key=lambda r: (r["delta_calls"], r["run_id"]),
-    )[:50]
+    moved = moved_runs(j["stopped_runs"])
+    listed = moved[:MAX_LISTED_RUNS]
     run_rows = "".join(
         f"<tr><td>{escape(r['run_id'])}</td><td>{escape(str(r['agent_id']))}</td>"
-        f'<td class="n">{r["current"]["first_stop_call"]}</td>'
-        f'<td class="n">{r["candidate"]["first_stop_call"]}</td>'
-        f'<td class="n">{r["delta_calls"]:+d}</td>'
-        f"<td>{escape(r['candidate']['detector'])}</td></tr>"
-        for r in earlier
+        f'<td class="n">{_stop(r["current"])}</td><td class="n">{_stop(r["candidate"])}</td>'
+        f'<td class="n">{_delta(r["delta_calls"])}</td>'
+        f"<td>{escape((r['candidate'] or r['current'])['detector'])}</td></tr>"
+        for r in listed
+    )
+    count = f"{len(listed)} of {len(moved)}" if len(listed) < len(moved) else f"{len(moved)}"
+    changes = threshold_changes(j["thresholds"])
+    threshold_rows = "".join(
+        f"<tr><td>{escape(path)}</td><td>{escape(repr(a))}</td><td>{escape(repr(b))}</td></tr>"
+        for path, a, b in changes
     )
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
@@ -189,7 +223,11 @@ def render_html(report: CompareReport) -> str:
         + _table("By detector", j["by_detector"], "detector")
         + _table("By agent", j["by_agent"], "agent")
         + _table("By tool", j["by_tool"], "tool")
-        + "<h2>Runs whose first stop moves</h2><table><tr><th>run</th><th>agent</th>"
+        + f'<h2>Thresholds changed (<span data-metric="thresholds-changed">{len(changes)}'
+        "</span>)</h2><table><tr><th>setting</th><th>current</th><th>candidate</th></tr>"
+        f"{threshold_rows}</table>"
+        + f'<h2>Runs whose first stop moves (<span data-metric="moved-runs">{count}</span>'
+        "; every run in <code>--format json</code>)</h2><table><tr><th>run</th><th>agent</th>"
         "<th>current</th><th>candidate</th><th>calls</th><th>detector</th></tr>"
         f"{run_rows}</table></body></html>\n"
     )

@@ -56,12 +56,12 @@ def render_table(d: Decision) -> str:
     if d.kind == "loop_event":
         pub = "" if p["published"] else " (unpublished)"
         return (
-            f"{p['seq']!s:>6}  {p['run_id']!s:<20.20} {p['action']!s:<6} {p['detector']!s:<26} "
+            f"{p['seq']!s:>6}  {p['run_id']!s:<20} {p['action']!s:<6} {p['detector']!s:<26} "
             f"{p['count']!s:>4}  {p['tool']}{pub}"
         )
     if d.kind == "command":
-        return f"{p['seq']!s:>6}  {p['run_id']!s:<20.20} → {p['command']} ({p['detector']})"
-    return f"{p['seq']!s:>6}  {p['run_id']!s:<20.20} verdict {p['decision']} {p['tool_call_id']}"
+        return f"{p['seq']!s:>6}  {p['run_id']!s:<20} → {p['command']} ({p['detector']})"
+    return f"{p['seq']!s:>6}  {p['run_id']!s:<20} verdict {p['decision']} {p['tool_call_id']}"
 
 
 def make_replayer(spec: ReplaySpec) -> Replayer:
@@ -72,7 +72,10 @@ def make_replayer(spec: ReplaySpec) -> Replayer:
 def rendered(table: bool, decisions: list[Decision], published: list[bytes]) -> bytes:
     """One line's output: the bytes the driver published, or table rows of its decisions."""
     if table:
-        return "".join([render_table(d) + "\n" for d in decisions]).encode()
+        # backslashreplace: a lone surrogate (a run id, a tool) shows as \udc00, not a crash
+        return "".join([render_table(d) + "\n" for d in decisions]).encode(
+            errors="backslashreplace"
+        )
     return b"\n".join(published) + b"\n"
 
 

@@ -3,32 +3,38 @@
     async with RuntimeClient("127.0.0.1:9092") as client:
         run = client.run("r1", agent_id="main")
         call_id = await run.tool_call("read", {"path": "/a"}, want_verdict=True)
-        if (await run.verdict(call_id, timeout=2.0)).decision != "block":
+        if (await run.verdict(call_id, timeout=0.5)).decision != "block":
             await run.tool_result(call_id, "read", {"path": "/a"}, result=...)
 
 `RunEvents` is the pure part (wire events with per-run `seq` and `event_id`, privacy hashing);
-`RuntimeClient` adds Kafka: events keyed by run_id, the control topic read without a consumer
-group (every partition, from the end), filtered to the runs this client started.
+`RuntimeClient` adds Kafka (streams/client/connection.py): events keyed by run_id, the control
+topic read without a consumer group, filtered to the runs this client started.
+
+The client fails open (docs/client.md): publishing only appends to a bounded buffer that a
+background task sends, so a tool call never waits for the broker; events over the bound are
+counted in `dropped`. Without a broker a verdict answers "allow" at once, with a silent worker
+after its timeout. Reconnection runs in the background with backoff, logging one line per
+state change.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaError
-
-from loopguard_fleet.config.defaults import TOPIC_COMPACTIONS, TOPIC_CONTROL, TOPIC_TOOL_CALLS
 from loopguard_fleet.detectors.hashing import DEFAULT_CHANNEL_TOOLS
 from loopguard_fleet.detectors.jsjson import NotJSON, dumps, loads
 from loopguard_fleet.detectors.values import JSON
+from loopguard_fleet.streams.client.connection import (
+    ClientError,
+    Connection,
+    TopicNames,
+    Topics,
+)
 from loopguard_fleet.streams.client.run_events import (
     MISSING,
     Missing,
@@ -36,8 +42,6 @@ from loopguard_fleet.streams.client.run_events import (
     WireEvent,
     utc_now,
 )
-from loopguard_fleet.streams.errors import BrokerError, StreamError
-from loopguard_fleet.streams.kafka.admin import topic_partitions
 from loopguard_fleet.streams.kafka.security import PLAINTEXT, ClientSecurity
 from loopguard_fleet.streams.wire.codec import run_key
 
@@ -47,41 +51,46 @@ log = logging.getLogger(__name__)
 
 VerdictDecision = Literal["allow", "warn", "block"]
 
-_MAX_OWNED_RUNS: Final = 100_000
 _MAX_QUEUED: Final = 10_000
+DEFAULT_FETCH_MAX_WAIT_MS: Final = 5  # a verdict's p50 under `loopguard up`: docs/client.md
 
 
-class ClientError(StreamError, RuntimeError):
-    """The runtime client cannot start (missing topics), serialise an event or deliver it."""
-
-
-class TopicNames(Protocol):
-    """Anything naming the three topics the client uses (e.g. `Topics`, a test's topic set)."""
-
-    @property
-    def tool_calls(self) -> str: ...
-    @property
-    def compactions(self) -> str: ...
-    @property
-    def control(self) -> str: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Topics:
-    """Topic names, defaulting to LoopGuard's."""
-
-    tool_calls: str = TOPIC_TOOL_CALLS
-    compactions: str = TOPIC_COMPACTIONS
-    control: str = TOPIC_CONTROL
+def _text(payload: WireEvent, name: str) -> str | None:
+    value = payload.get(name)
+    return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True, slots=True)
 class VerdictReply:
-    """The worker's verdict for one call; `is_timeout` marks a fail-open "allow"."""
+    """The worker's verdict for one call; `is_timeout` marks a fail-open "allow".
+
+    `detector`, `level`, `count`, `message` and `note` say why (None when the verdict does
+    not carry them, or on fail-open); `payload` is the verdict message as the worker sent it.
+    """
 
     decision: VerdictDecision
     is_timeout: bool = False
-    message: WireEvent = field(default_factory=dict)
+    detector: str | None = None
+    level: str | None = None
+    count: int | None = None
+    message: str | None = None
+    note: str | None = None
+    payload: WireEvent = field(default_factory=dict)
+
+    @classmethod
+    def from_payload(cls, payload: WireEvent) -> VerdictReply:
+        """The reply a worker's `type: "verdict"` message stands for."""
+        decision = payload.get("decision")
+        count = payload.get("count")
+        return cls(
+            decision if decision in ("warn", "block") else "allow",
+            detector=_text(payload, "detector"),
+            level=_text(payload, "level"),
+            count=count if isinstance(count, int) and not isinstance(count, bool) else None,
+            message=_text(payload, "message"),
+            note=_text(payload, "note"),
+            payload=payload,
+        )
 
 
 class RunHandle:
@@ -95,7 +104,7 @@ class RunHandle:
     async def tool_call(
         self, tool: str, args: JSON, tool_call_id: str | None = None, want_verdict: bool = False
     ) -> str:
-        """Publish a tool_call and return its tool_call_id."""
+        """Publish a tool_call and return its tool_call_id (never waits for the broker)."""
         ev = self.events.tool_call(tool, args, tool_call_id, want_verdict)
         await self._client.publish(ev)
         return str(ev["tool_call_id"])
@@ -125,14 +134,21 @@ class RunHandle:
     async def verdict(
         self,
         tool_call_id: str,
-        timeout: float = 2.0,  # noqa: ASYNC109 -- a fail-open deadline: expiry answers "allow"
+        timeout: float = 0.5,  # noqa: ASYNC109 -- a fail-open deadline: expiry answers "allow"
     ) -> VerdictReply:
         """Wait for this call's verdict; after `timeout` seconds fail open with "allow"."""
         return await self._client.verdict(self.run_id, tool_call_id, timeout)
 
 
 class RuntimeClient:
-    """Kafka side of an agent runtime: an acks=all producer and a group-less control reader."""
+    """Kafka side of an agent runtime: a buffered acks=all producer and a control reader.
+
+    `fetch_max_wait_ms` bounds how long the broker holds a fetch of the control topic: the
+    floor of a verdict's latency on brokers that hold it whole (Tansu), and the rate of
+    fetches an idle client sends (one per partition leader every `fetch_max_wait_ms`).
+    `buffer_size` bounds the events held while the broker is away; `delivery_timeout` is how
+    long a send may take before the broker counts as lost.
+    """
 
     def __init__(
         self,
@@ -146,25 +162,36 @@ class RuntimeClient:
         clock: Callable[[], str | int] | None = utc_now,
         channel_tools: frozenset[str] = DEFAULT_CHANNEL_TOOLS,
         security: ClientSecurity = PLAINTEXT,
+        fetch_max_wait_ms: int = DEFAULT_FETCH_MAX_WAIT_MS,
+        buffer_size: int = _MAX_QUEUED,
+        delivery_timeout: float = 5.0,
+        reconnect_backoff: tuple[float, float] = (0.5, 30.0),
+        close_timeout: float = 5.0,
     ) -> None:
-        self.bootstrap = bootstrap
-        self.security = security  # TLS/SASL (docs/security.md: the agent-runtime principal)
-        self.channel_tools = channel_tools
         self.topics: TopicNames = topics or Topics()
         self.privacy = privacy
-        self._is_listening = is_listening
-        self._linger_ms = linger_ms
-        self._topic_wait = topic_wait
+        self.channel_tools = channel_tools
+        self.security = security  # TLS/SASL (docs/security.md: the agent-runtime principal)
         self._clock = clock
-        self._producer: AIOKafkaProducer | None = None
-        self._consumer: AIOKafkaConsumer | None = None
-        self._reader: asyncio.Task[None] | None = None
-        self._pending: set[asyncio.Future[Any]] = set()
-        self._failure: BaseException | None = None
-        self._owned: OrderedDict[str, None] = OrderedDict()
-        self._waiters: dict[tuple[str, str], asyncio.Future[WireEvent]] = {}
-        self._early: OrderedDict[tuple[str, str], WireEvent] = OrderedDict()
+        self._close_timeout = close_timeout
+        self._link = Connection(
+            bootstrap,
+            self.topics,
+            security=security,
+            is_listening=is_listening,
+            linger_ms=linger_ms,
+            topic_wait=topic_wait,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            buffer_size=buffer_size,
+            delivery_timeout=delivery_timeout,
+            backoff=reconnect_backoff,
+            on_message=self._dispatch,
+        )
+        self.bootstrap = self._link.bootstrap
+        self._waiters: dict[tuple[str, str], asyncio.Future[WireEvent | None]] = {}
+        self._early: dict[tuple[str, str], WireEvent] = {}
         self._queue: asyncio.Queue[WireEvent | None] = asyncio.Queue(_MAX_QUEUED)
+        self._is_verdict_silent = False
 
     async def __aenter__(self) -> RuntimeClient:
         await self.start()
@@ -178,57 +205,31 @@ class RuntimeClient:
     ) -> None:
         await self.close()
 
+    @property
+    def is_connected(self) -> bool:
+        """True while the broker is reachable and the topics exist."""
+        return self._link.state == "connected"
+
+    @property
+    def dropped(self) -> int:
+        """Events lost so far: over the buffer's bound, or sent and never acknowledged."""
+        return self._link.dropped
+
     async def start(self) -> None:
-        """Check the topics exist (never auto-create), start the producer and control reader."""
-        t = self.topics
-        names = [t.tool_calls, t.compactions] + ([t.control] if self._is_listening else [])
-        try:
-            found = await topic_partitions(
-                self.bootstrap, names, wait=self._topic_wait, security=self.security
-            )
-        except (BrokerError, KafkaError, OSError) as exc:
-            raise ClientError(f"cannot start the runtime client: {exc}") from exc
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap,
-            acks="all",
-            linger_ms=self._linger_ms,
-            client_id="loopguard-runtime",
-            **self.security.aiokafka_kwargs(),
-        )
-        await self._producer.start()
-        if self._is_listening:
-            self._consumer = AIOKafkaConsumer(
-                bootstrap_servers=self.bootstrap,
-                group_id=None,
-                enable_auto_commit=False,
-                fetch_max_wait_ms=100,
-                client_id="loopguard-runtime",
-                **self.security.aiokafka_kwargs(),
-            )
-            await self._consumer.start()
-            tps = [TopicPartition(t.control, p) for p in range(found[t.control])]
-            self._consumer.assign(tps)
-            await self._consumer.seek_to_end(*tps)
-            for tp in tps:  # pin the positions now, so nothing published after start is missed
-                await self._consumer.position(tp)
-            self._reader = asyncio.create_task(self._read(), name="loopguard-control-reader")
+        """Connect (refusing missing topics); an unreachable broker is retried in the background."""
+        await self._link.start()
 
     async def close(self) -> None:
-        """Flush what was published, stop the reader, end the commands() iterators."""
+        """Deliver what is buffered (at most `close_timeout` s), stop, end commands()."""
         try:
-            if self._producer is not None:
-                await self.flush()
+            await self._link.close(self._close_timeout)
         finally:
-            if self._reader is not None:
-                self._reader.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._reader
-            for closable in (self._consumer, self._producer):
-                if closable is not None:
-                    await closable.stop()
-            self._reader = self._consumer = self._producer = None
-            with contextlib.suppress(asyncio.QueueFull):
-                self._queue.put_nowait(None)
+            for fut in self._waiters.values():
+                if not fut.done():
+                    fut.set_result(None)  # a waiting verdict() fails open
+            if self._queue.full():
+                self._queue.get_nowait()
+            self._queue.put_nowait(None)
 
     def run(
         self,
@@ -249,15 +250,9 @@ class RuntimeClient:
         )
         return RunHandle(self, events)
 
-    def _own(self, run_id: str) -> None:
-        self._owned[run_id] = None
-        self._owned.move_to_end(run_id)
-        if len(self._owned) > _MAX_OWNED_RUNS:
-            self._owned.popitem(last=False)
-
     async def publish(self, event: Mapping[str, Any]) -> None:
-        """Publish one wire event to its topic, keyed by run_id (verdict requests are flushed)."""
-        if self._producer is None:
+        """Queue one wire event for its topic, keyed by run_id; never waits for the broker."""
+        if not self._link.is_started:
             raise ClientError("the runtime client is not started (use `async with`)")
         etype, run_id = event.get("type"), str(event.get("run_id"))
         if etype in ("tool_call", "tool_result"):
@@ -273,80 +268,60 @@ class RuntimeClient:
             value = dumps(event)
         except (TypeError, ValueError) as exc:
             raise ClientError(f"event {event.get('event_id')!r} is not JSON: {exc}") from exc
-        self._own(run_id)
-        fut = await self._producer.send(topic, value, key=run_key(run_id))
-        self._pending.add(fut)
-        fut.add_done_callback(self._delivered)
-        if etype == "tool_call" and event.get("want_verdict") is True:
-            await self.flush()  # the runtime is about to wait for the verdict
+        urgent = etype == "tool_call" and event.get("want_verdict") is True
+        self._link.send(topic, run_key(run_id), value, run_id, urgent=urgent)
 
-    def _delivered(self, fut: asyncio.Future[Any]) -> None:
-        self._pending.discard(fut)
-        if not fut.cancelled() and fut.exception() is not None and self._failure is None:
-            self._failure = fut.exception()
-
-    async def flush(self) -> None:
-        """Wait until every published event is acknowledged; raise ClientError if one failed."""
-        if self._producer is not None:
-            await self._producer.flush()
-        if self._pending:
-            await asyncio.wait(list(self._pending))
-        failure, self._failure = self._failure, None
-        if failure is not None:
-            raise ClientError(f"an event was not delivered: {failure}") from failure
+    async def flush(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 -- a bound on the wait, as a user gives it
+        """Wait until every queued event is acknowledged; raise ClientError if one was lost
+        since the last flush or `timeout` s pass first."""
+        await self._link.flush(timeout)
 
     async def verdict(
         self,
         run_id: str,
         tool_call_id: str,
-        timeout: float = 2.0,  # noqa: ASYNC109 -- a fail-open deadline: expiry answers "allow"
+        timeout: float = 0.5,  # noqa: ASYNC109 -- a fail-open deadline: expiry answers "allow"
     ) -> VerdictReply:
-        """The verdict for one call; fail open ("allow", `is_timeout`) after `timeout` seconds."""
+        """The verdict for one call; fail open ("allow", `is_timeout`) after `timeout` seconds,
+        or at once while the broker is unreachable."""
         key = (run_id, tool_call_id)
-        # The reader runs on this loop: a verdict already read is in _early, a later one
-        # finds the waiter; nothing can fall between the two.
+        early = self._early.pop(key, None)
+        if early is not None:
+            return VerdictReply.from_payload(early)
+        if self._link.state != "connected":
+            return VerdictReply("allow", is_timeout=True)  # the state line said so already
         fut = self._waiters.setdefault(key, asyncio.get_running_loop().create_future())
-        if key in self._early and not fut.done():
-            fut.set_result(self._early.pop(key))
         try:
             msg = await asyncio.wait_for(fut, timeout)
         except TimeoutError:
-            log.warning(
-                "no verdict for run %s call %s in %.1fs: failing open (allow)",
-                run_id,
-                tool_call_id,
-                timeout,
-            )
-            return VerdictReply("allow", is_timeout=True)
+            msg = None
+            self._link.suspect(f"no verdict in {timeout}s")
+            if self._link.state == "connected" and not self._is_verdict_silent:
+                self._is_verdict_silent = True  # one line until verdicts arrive again
+                log.warning(
+                    "no verdict for run %s call %s in %.1fs: failing open (allow) until "
+                    "verdicts arrive again",
+                    run_id,
+                    tool_call_id,
+                    timeout,
+                )
         finally:
             self._waiters.pop(key, None)
-        decision = msg.get("decision")
-        return VerdictReply(decision if decision in ("warn", "block") else "allow", message=msg)
+        if msg is None:  # timed out, or the client closed
+            return VerdictReply("allow", is_timeout=True)
+        return VerdictReply.from_payload(msg)
 
     async def commands(self) -> AsyncIterator[WireEvent]:
         """Commands and loop events for this client's runs, as they arrive, until close()."""
         while (msg := await self._queue.get()) is not None:
             yield msg
 
-    async def _read(self) -> None:
-        assert self._consumer is not None
-        while True:
-            try:
-                batches = await self._consumer.getmany(timeout_ms=500)
-            except KafkaError as exc:  # verdict waits fail open meanwhile; keep reading
-                log.warning("control topic read failed, retrying: %s", exc)
-                await asyncio.sleep(0.5)
-                continue
-            for records in batches.values():
-                for record in records:
-                    self._dispatch(record.value)
-
     def _dispatch(self, raw: bytes | None) -> None:
         try:
             msg = loads(raw or b"")
         except NotJSON:
             return
-        if not isinstance(msg, dict) or msg.get("run_id") not in self._owned:
+        if not isinstance(msg, dict) or not self._link.owns(msg.get("run_id")):
             return
         if msg.get("type") == "verdict":
             key = (str(msg["run_id"]), str(msg.get("tool_call_id")))
@@ -354,9 +329,12 @@ class RuntimeClient:
             if fut is None:
                 self._early[key] = msg  # a verdict() may still ask for it
                 if len(self._early) > _MAX_QUEUED:
-                    self._early.popitem(last=False)
+                    del self._early[next(iter(self._early))]
             elif not fut.done():
                 fut.set_result(msg)
+            if self._is_verdict_silent:
+                self._is_verdict_silent = False
+                log.info("verdicts arrive again")
         elif msg.get("type") in ("command", "loop_event"):
             if self._queue.full():  # nobody reads commands(): keep the newest
                 self._queue.get_nowait()

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from loopguard_fleet.detectors.values import JSON
+from loopguard_fleet.streams.client.connection import TopicNames
 from loopguard_fleet.streams.client.run_events import MISSING, Missing, RunEvents, WireEvent
-from loopguard_fleet.streams.client.runtime import RuntimeClient, TopicNames
+from loopguard_fleet.streams.client.runtime import RuntimeClient
 
 __all__ = ["HEALTHY", "LOOP_KINDS", "SimRun", "fleet_events", "fleet_plan", "simulate"]
 
@@ -30,6 +31,8 @@ LOOP_KINDS: Final = (
     "compaction_loop_persisted",
 )
 _AGENTS: Final = ("main", "research", "ops")
+_FLUSH_EVERY: Final = 1_000  # events between two flushes: a tenth of the client's buffer
+_FLUSH_TIMEOUT_S: Final = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,4 +217,7 @@ async def simulate(
             await client.publish(event)
             if on_event is not None:
                 on_event(event)
+            if n % _FLUSH_EVERY == _FLUSH_EVERY - 1:  # the demo loses nothing: keep the buffer
+                await client.flush(_FLUSH_TIMEOUT_S)  # well under its bound, or say why not
+        await client.flush(_FLUSH_TIMEOUT_S)
     return len(events)

@@ -23,6 +23,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from loopguard_fleet.config.policy import DETECTION_ON_TEXT
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.detectors.jsjson import loads
 from loopguard_fleet.streams.client.runtime import Topics
@@ -41,7 +42,8 @@ from loopguard_fleet.streams.errors import BrokerError
 from loopguard_fleet.streams.kafka.admin import topic_partitions
 
 READY_TIMEOUT_S = 90.0
-DEMO_POLICY = "// written by `loopguard up`\n{tools: {loopDetection: {enabled: true}}}\n"
+UP_FETCH_MAX_WAIT_MS = 5  # the embedded worker's default: docs/client.md, "Verdict latency"
+DEMO_POLICY = "// written by `loopguard up`\n" + DETECTION_ON_TEXT
 
 
 def _worker_env(
@@ -57,6 +59,9 @@ def _worker_env(
         policy = data_dir / "policy.json5"
         policy.write_text(DEMO_POLICY)
         env["LOOPGUARD_POLICY_FILE"] = str(policy)
+    # A verdict waits for the worker's next fetch: Tansu holds a fetch for the whole
+    # max-wait, so the settings' 100 ms would be most of a verdict's latency (docs/client.md).
+    env.setdefault("LOOPGUARD_FETCH_MAX_WAIT_MS", str(UP_FETCH_MAX_WAIT_MS))
     if is_tansu:
         # Tansu under-reports end offsets of batched partitions, which trips Faust's check.
         env["LOOPGUARD_RECOVERY_CONSISTENCY_CHECK"] = "false"
@@ -179,7 +184,8 @@ def up_main(settings: Settings, demo: bool, runs: int = 50, broker_kind: str = "
         broker_url = external or broker.url  # type: ignore[union-attr]
         bootstrap = ",".join(settings.model_copy(update={"broker": broker_url}).bootstrap_servers)
         where = "" if broker is None else _describe(broker)
-        print(f"broker   {broker_url}{where}")
+        # The one address form every consumer takes: LOOPGUARD_BROKER, --broker, RuntimeClient.
+        print(f"broker   {bootstrap}{where}")
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "loopguard_fleet.streams.main", "worker"],

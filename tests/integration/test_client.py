@@ -110,7 +110,7 @@ async def test_verdicts_and_commands_reach_only_the_run_that_owns_them(
                 {"type": "verdict", "run_id": "r-mine", "tool_call_id": "c2", "decision": "warn"},
             ],
         )
-        assert await run.verdict("c1", timeout=15) == VerdictReply("block", message=block)
+        assert await run.verdict("c1", timeout=15) == VerdictReply.from_payload(block)
         commands = client.commands()
         assert await asyncio.wait_for(anext(commands), 15) == command
         # A verdict read before anyone asked for it is kept for the asker.

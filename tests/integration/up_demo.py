@@ -12,6 +12,7 @@ import queue
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -38,6 +39,22 @@ def _alive(pid: int) -> bool:
         Path(f"/proc/{pid}").exists()
         and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
     )
+
+
+def _replay_reads_what_up_printed(text: str, env: dict[str, str], cwd: Path | None) -> None:
+    """The address `up` prints is what `replay --broker` takes, and a bare `--topic` reads
+    both input topics: the demo's compaction abort is replayed."""
+    found = re.search(r"^broker\s+(\S+) ", text, re.MULTILINE)
+    assert found is not None, text
+    address = found.group(1)
+    assert "://" not in address, text  # host:port, the form every consumer takes
+    replay = subprocess.run(
+        [sys.executable, "-m", "loopguard_fleet.streams.cli", "replay", "--quiet",
+         "--topic", "--broker", address],
+        capture_output=True, text=True, env=env, cwd=cwd, timeout=120, check=False,
+    )  # fmt: skip
+    assert replay.returncode == 0, replay.stderr
+    assert '"command":"abort_run"' in replay.stdout, replay.stdout[-2000:]
 
 
 def up_demo_until_blocks_then_stop(
@@ -79,6 +96,7 @@ def up_demo_until_blocks_then_stop(
         assert len(children) == 2, text
         worker_pid, broker_pid = children
         assert _alive(worker_pid) and _alive(broker_pid)
+        _replay_reads_what_up_printed(text, env, cwd)
     finally:
         proc.send_signal(stop_signal)
         try:

@@ -587,7 +587,15 @@ def test_a_pickled_policy_error_keeps_its_issues() -> None:
 
 
 def test_the_policy_module_exports_exactly_its_public_names() -> None:
-    assert sorted(config.policy.__all__) == ["Policy", "PolicyError", "PolicyIssue", "load_policy"]
+    assert sorted(config.policy.__all__) == [
+        "DETECTION_ON",
+        "DETECTION_ON_TEXT",
+        "Policy",
+        "PolicyError",
+        "PolicyIssue",
+        "load_policy",
+        "read_policy_document",
+    ]
 
 
 def test_the_config_package_re_exports_the_policy_names() -> None:

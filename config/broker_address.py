@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from loopguard_fleet.detectors.errors import LoopGuardError
+
 __all__ = ["ADDRESS_FORMAT", "BrokerAddressError", "bootstrap_servers", "broker_url"]
 
 ADDRESS_FORMAT: Final = "host:port[,host:port…] (kafka:// optional)"
@@ -17,8 +19,10 @@ _SCHEMES: Final = ("kafka://", "aiokafka://")
 _HOST_PORT: Final = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})$")
 
 
-class BrokerAddressError(ValueError):
+class BrokerAddressError(LoopGuardError, ValueError):
     """A broker address that is not `host:port[,host:port…]`."""
+
+    # A ValueError too: pydantic turns it into a settings error with the field's name.
 
 
 def bootstrap_servers(address: str | list[str] | tuple[str, ...]) -> list[str]:

@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, NamedTuple, Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaConnectionError, KafkaError, MessageSizeTooLargeError
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
 from loopguard_fleet.config.broker_address import BrokerAddressError, bootstrap_servers
 from loopguard_fleet.config.defaults import TOPIC_COMPACTIONS, TOPIC_CONTROL, TOPIC_TOOL_CALLS
 from loopguard_fleet.streams.client.quiet import RETRY_NOISE
 from loopguard_fleet.streams.errors import BrokerError, StreamError
 from loopguard_fleet.streams.kafka.admin import topic_partitions
+from loopguard_fleet.streams.kafka.connection import abandon_producer, stop_consumer
 from loopguard_fleet.streams.kafka.security import ClientSecurity
 
 __all__ = ["ClientError", "Connection", "State", "TopicNames", "Topics"]
@@ -38,7 +39,6 @@ State = Literal["stopped", "connecting", "connected", "disconnected"]
 _MAX_OWNED_RUNS: Final = 100_000
 _PROBE_WAIT_S: Final = 1.0  # one metadata request when aiokafka reports trouble
 _RECONNECT_TOPIC_WAIT_S: Final = 1.0
-_CANCEL_WAIT_S: Final = 0.05
 _CONNECTION_ERRORS: Final = (BrokerError, KafkaError, OSError, TimeoutError)
 
 
@@ -354,8 +354,10 @@ class Connection:
         consumer, self._consumer = self._consumer, None
         producer, self._producer = self._producer, None
         stops = [
-            _stop_consumer(consumer) if consumer is not None else None,
-            (_abandon(producer) if is_lost else producer.stop()) if producer is not None else None,
+            stop_consumer(consumer) if consumer is not None else None,
+            (abandon_producer(producer) if is_lost else producer.stop())
+            if producer is not None
+            else None,
         ]
         for stop in stops:
             if stop is not None:
@@ -427,52 +429,6 @@ class Connection:
         self.dropped += 1
         self._lost_since_flush += 1
         self._progress.set()
-
-
-async def _abandon(producer: AIOKafkaProducer) -> None:
-    """Stop a producer whose broker is lost, failing what it still holds, without waiting.
-
-    aiokafka 0.14 never gives up on a batch whose partition leader is known but dead: its
-    sender, even cancelled, waits for in-flight requests that wait for fresh metadata, so
-    `stop()` waits for the broker to come back. So the sender task is cancelled until it
-    ends (each cancel reaches the request it awaits), the accumulator fails every batch
-    (its own `fail_all`), and `stop()` then has nothing left to wait for.
-    """
-    sender = getattr(producer, "_sender", None)
-    accumulator = getattr(producer, "_message_accumulator", None)
-    task = getattr(sender, "sender_task", None)
-    if isinstance(task, asyncio.Task) and accumulator is not None:
-        while not task.done():
-            task.cancel()
-            await asyncio.wait([task], timeout=_CANCEL_WAIT_S)
-        batches = [b for q in getattr(accumulator, "_batches", {}).values() for b in q]
-        batches += list(getattr(accumulator, "_pending_batches", ()))
-        accumulator.fail_all(KafkaConnectionError("the broker was lost"))
-        for batch in batches:  # the callers' futures report the loss (`dropped`), not these
-            if batch.future.done() and not batch.future.cancelled():
-                batch.future.exception()
-    await producer.stop()
-
-
-async def _stop_consumer(consumer: AIOKafkaConsumer) -> None:
-    """Stop a consumer; its CancelledError must not reach the task stopping it.
-
-    aiokafka 0.14's `Fetcher.close` cancels its pending fetch requests and awaits them
-    without catching their CancelledError, which then cancels whoever called `stop()` and
-    skips the rest of the shutdown. So `stop()` runs in a task of its own, and when it ends
-    that way the remaining fetch requests are cancelled and the client closed here.
-    """
-    task = asyncio.create_task(consumer.stop())
-    await asyncio.wait([task])
-    if not task.cancelled():
-        task.result()
-        return
-    fetcher = getattr(consumer, "_fetcher", None)
-    for pending in list(getattr(fetcher, "_pending_tasks", ())):
-        pending.cancel()
-    client = getattr(consumer, "_client", None)
-    if client is not None:
-        await client.close()
 
 
 def _describe(exc: BaseException) -> str:

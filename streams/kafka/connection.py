@@ -10,6 +10,11 @@ short probe under `asyncio.run`) leaves the socket open: a `ResourceWarning: unc
 transport` when it is collected, later, in whatever runs then.
 
 `broker_connection` is one direct connection, closed before its block ends.
+`abandon_producer` and `stop_consumer` stop a client whose broker is gone without hanging or
+cancelling their caller (two aiokafka 0.14 shutdown bugs, each described where it is handled).
+
+This module is the one place outside streams/worker/faust/ that touches aiokafka's private
+names (tests/unit/test_layers.py holds it to that); pyproject bounds aiokafka below 0.15.
 `close_sockets_before_clients_close()` (run once, from `loopguard_fleet.streams.kafka`) makes
 every `AIOKafkaClient` in the process do the same: its `close()` also waits for the sockets
 aiokafka closed without waiting, and a refused handshake's socket is closed before the error
@@ -25,12 +30,20 @@ from contextvars import ContextVar
 from typing import Any
 
 import aiokafka.client
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.conn import AIOKafkaConnection
+from aiokafka.errors import KafkaConnectionError
 
 from loopguard_fleet.streams.kafka.security import ClientSecurity
 
-__all__ = ["broker_connection", "close_sockets_before_clients_close"]
+__all__ = [
+    "abandon_producer",
+    "broker_connection",
+    "close_sockets_before_clients_close",
+    "stop_consumer",
+]
 
+_CANCEL_WAIT_S = 0.05  # between cancels of a sender task that is still waiting
 _CLOSE_WAIT_S = 10.0  # a broker that never answers a TLS close: give up, do not hang
 
 
@@ -117,3 +130,49 @@ def close_sockets_before_clients_close() -> None:
     client_class.bootstrap = _bootstrap(client_class.bootstrap)
     client_class.close = _close(client_class.close)
     client_class._loopguard_closes_sockets = True
+
+
+async def abandon_producer(producer: AIOKafkaProducer) -> None:
+    """Stop a producer whose broker is lost, failing what it still holds, without waiting.
+
+    aiokafka 0.14 never gives up on a batch whose partition leader is known but dead: its
+    sender, even cancelled, waits for in-flight requests that wait for fresh metadata, so
+    `stop()` waits for the broker to come back. So the sender task is cancelled until it
+    ends (each cancel reaches the request it awaits), the accumulator fails every batch
+    (its own `fail_all`), and `stop()` then has nothing left to wait for.
+    """
+    sender = producer._sender
+    accumulator = producer._message_accumulator
+    task = getattr(sender, "sender_task", None)
+    if isinstance(task, asyncio.Task) and accumulator is not None:
+        while not task.done():
+            task.cancel()
+            await asyncio.wait([task], timeout=_CANCEL_WAIT_S)
+        batches = [b for q in accumulator._batches.values() for b in q]
+        batches += list(accumulator._pending_batches)
+        accumulator.fail_all(KafkaConnectionError("the broker was lost"))
+        for batch in batches:  # the callers' futures report the loss (`dropped`), not these
+            if batch.future.done() and not batch.future.cancelled():
+                batch.future.exception()
+    await producer.stop()
+
+
+async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
+    """Stop a consumer; its CancelledError must not reach the task stopping it.
+
+    aiokafka 0.14's `Fetcher.close` cancels its pending fetch requests and awaits them
+    without catching their CancelledError, which then cancels whoever called `stop()` and
+    skips the rest of the shutdown. So `stop()` runs in a task of its own, and when it ends
+    that way the remaining fetch requests are cancelled and the client closed here.
+    """
+    task = asyncio.create_task(consumer.stop())
+    await asyncio.wait([task])
+    if not task.cancelled():
+        task.result()
+        return
+    fetcher = consumer._fetcher
+    for pending in list(fetcher._pending_tasks):
+        pending.cancel()
+    client = consumer._client
+    if client is not None:
+        await client.close()

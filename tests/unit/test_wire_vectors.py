@@ -52,29 +52,25 @@ def hashes_of(case: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class RecordingProducer:
-    """Stands in for the client's Kafka producer: records (topic, key, value), acks at once."""
+class RecordingLink:
+    """Stands in for the client's broker connection: records (topic, key, value) as queued."""
+
+    is_started = True
 
     def __init__(self) -> None:
         self.sent: list[dict[str, str]] = []
 
-    async def send(self, topic: str, value: bytes, key: bytes) -> asyncio.Future[None]:
-        """Record one message; its delivery future is already done."""
+    def send(self, topic: str, key: bytes, value: bytes, run_id: str, *, urgent: bool) -> None:
+        """Record one message as the client hands it over for delivery."""
         self.sent.append({"topic": topic, "key": key.decode(), "value": value.decode()})
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        fut.set_result(None)
-        return fut
-
-    async def flush(self) -> None:
-        """Nothing is buffered."""
 
 
 async def messages_of(scenario: dict[str, Any]) -> list[dict[str, str]]:
     """The messages RuntimeClient publishes for a scenario's steps (no `ts`: clock=None)."""
     spec = scenario["client"]
     client = RuntimeClient("127.0.0.1:9", topics=Topics(), privacy=spec["privacy"], clock=None)
-    producer = RecordingProducer()
-    client._producer = producer  # type: ignore[assignment]  # the routing and bytes are under test
+    link = RecordingLink()
+    client._link = link  # type: ignore[assignment]  # the routing and bytes are under test
     run = client.run(spec["run_id"], agent_id=spec["agent_id"], session_key=spec["session_key"])
     for step in scenario["steps"]:
         op = step["op"]
@@ -98,7 +94,7 @@ async def messages_of(scenario: dict[str, Any]) -> list[dict[str, str]]:
             await run.compaction()
         else:
             await run.end()
-    return producer.sent
+    return link.sent
 
 
 def regenerate() -> None:

@@ -2,12 +2,18 @@
 // would go to Kafka and lets a test play the worker's control messages back.
 export class FakeApi {
   /** Records api.on registrations and log lines; `emit` calls handlers as OpenClaw would. */
-  constructor(pluginConfig = {}) {
+  constructor(pluginConfig = {}, config = undefined) {
     this.pluginConfig = pluginConfig;
+    this.config = config; // the gateway's openclaw.json (api.config)
     this.handlers = new Map();
+    this.services = [];
     this.logs = [];
     const log = (level) => (message) => this.logs.push({ level, message });
     this.logger = { debug: log("debug"), info: log("info"), warn: log("warn"), error: log("error") };
+  }
+
+  registerService(service) {
+    this.services.push(service);
   }
 
   on(name, handler, opts) {
@@ -31,6 +37,19 @@ export class RecordingTransport {
     this.controlReady = Promise.resolve();
     this.started = false;
     this.closedWith = null;
+    this.stats = { dropped: 0 };
+    this.downWaiters = [];
+  }
+
+  /** Like KafkaTransport.whenDown: `goDown()` resolves it. */
+  whenDown() {
+    if (!this.isConnected) return Promise.resolve();
+    return new Promise((resolve) => this.downWaiters.push(resolve));
+  }
+
+  goDown() {
+    this.isConnected = false;
+    for (const resolve of this.downWaiters.splice(0)) resolve();
   }
 
   start() {

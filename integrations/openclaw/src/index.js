@@ -66,7 +66,8 @@ export function registerLoopGuard(api, { createTransport, runs = globalThis[RUNS
     },
   });
   logger.info?.(`loopguard: ${config.mode} mode, onWarn ${config.onWarn}, brokers ${config.brokers.join(",")} (${describeSecurity(config.security)})${config.privacy ? ", privacy on" : ""}`);
-  warnIfShadowed(plugin.stats.gatewayLoopDetection, config, logger);
+  // Only where hooks run: discovery and CLI-metadata registrations (inspect, reloads) stay quiet.
+  if (api.registrationMode === undefined || api.registrationMode === "full") warnIfShadowed(plugin.stats.gatewayLoopDetection, config, logger);
   return plugin;
 }
 

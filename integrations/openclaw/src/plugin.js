@@ -44,9 +44,13 @@ export const warningNote = (count) =>
  */
 export function gatewayLoopDetection(config) {
   const global = config?.tools?.loopDetection?.enabled;
-  const agents = Array.isArray(config?.agents?.list) ? config.agents.list : [];
+  // openclaw.json lists agents in `agents.list`; the runtime config OpenClaw hands plugins
+  // (api.config) keys them by id in `agents.entries`.
+  const { list, entries } = config?.agents ?? {};
+  const agents = [...(Array.isArray(list) ? list : []), ...(entries !== null && typeof entries === "object" ? Object.values(entries) : [])];
   const agentFlags = agents.map((a) => a?.tools?.loopDetection?.enabled);
   const rolling = global === true || agentFlags.includes(true);
+  // An agent without its own flag follows the global one.
   const postCompaction = agentFlags.length ? agentFlags.some((f) => (f ?? global) !== false) : global !== false;
   return { rolling, postCompaction };
 }
@@ -233,6 +237,7 @@ export class LoopGuardPlugin {
     if (note === undefined || message === null || typeof message !== "object") return undefined;
     this.notes.delete(key);
     this.stats.notesAdded += 1;
+    this.logger.info?.(`loopguard: tool-loop warning note added to the result of call ${toolCallId}`);
     const content = Array.isArray(message.content) ? message.content : [];
     return { message: { ...message, content: [...content, { type: "text", text: note }] } };
   }

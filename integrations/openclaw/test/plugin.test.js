@@ -342,6 +342,9 @@ test("the gateway's own loop detection is reported at start-up and in the stats"
   assert.deepEqual(on.guard.stats.gatewayLoopDetection, { rolling: true, postCompaction: true });
   const perAgent = setup({}, () => [], { tools: { loopDetection: { enabled: false } }, agents: { list: [{ id: "a", tools: { loopDetection: { enabled: true } } }] } });
   assert.equal(perAgent.guard.stats.gatewayLoopDetection.rolling, true);
+  // The runtime config OpenClaw gives plugins keys agents by id (agents.entries).
+  const runtime = setup({}, () => [], { tools: { loopDetection: { enabled: false } }, agents: { entries: { main: {}, b: { tools: { loopDetection: { enabled: true } } } } } });
+  assert.equal(runtime.guard.stats.gatewayLoopDetection.rolling, true);
   const off = setup({}, () => [], { tools: { loopDetection: { enabled: false } } });
   assert.deepEqual(off.api.logs.filter((l) => l.level === "warn"), []);
   assert.deepEqual(off.guard.stats.gatewayLoopDetection, { rolling: false, postCompaction: false });

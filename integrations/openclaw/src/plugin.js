@@ -157,7 +157,7 @@ export class LoopGuardPlugin {
     // Connection first: a broker that is down (or went down) can give no verdict, so the call
     // fails open at once instead of waiting for a control reader that never becomes ready.
     if (transport !== null && transport.isConnected && !transport.isControlReady) {
-      await this.#until(Promise.race([transport.controlReady, transport.whenDown()]), deadline, ctx.abortSignal);
+      await this.#untilDownOr(transport, transport.controlReady, deadline, ctx.abortSignal);
     }
     const built = this.#publish(run, (privacy) => run.events.toolCall(event.toolName, event.params, toolCallId, true, { privacy }));
     if (transport === null || !transport.isConnected || !transport.isControlReady) {
@@ -166,7 +166,7 @@ export class LoopGuardPlugin {
     }
     const key = callKey(runId, built.tool_call_id);
     const answered = new Promise((resolve) => this.waiters.set(key, resolve));
-    const verdict = await this.#until(Promise.race([answered, transport.whenDown().then(() => null)]), deadline, ctx.abortSignal);
+    const verdict = await this.#untilDownOr(transport, answered, deadline, ctx.abortSignal);
     this.waiters.delete(key);
     // Abort wins: once the run is aborted no verdict of it, however late, lets a call run.
     if (run.aborted !== null) {
@@ -240,6 +240,17 @@ export class LoopGuardPlugin {
     this.logger.info?.(`loopguard: tool-loop warning note added to the result of call ${toolCallId}`);
     const content = Array.isArray(message.content) ? message.content : [];
     return { message: { ...message, content: [...content, { type: "text", text: note }] } };
+  }
+
+  /** As #until, but null as soon as Kafka becomes unreachable (its listener removed after). */
+  async #untilDownOr(transport, promise, deadline, abortSignal) {
+    let cancel = () => {};
+    const down = new Promise((resolve) => { cancel = transport.onDown(() => resolve(null)); });
+    try {
+      return await this.#until(Promise.race([promise, down]), deadline, abortSignal);
+    } finally {
+      cancel();
+    }
   }
 
   /** Resolves with the promise's value, or undefined at the deadline or when the call is cancelled. */

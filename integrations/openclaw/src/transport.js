@@ -30,7 +30,7 @@ export class KafkaTransport {
     this.isSending = false;
     this.sendDown = false; // the last delivery attempt failed
     this.readDown = false; // the last control-topic read failed
-    this.downWaiters = [];
+    this.downListeners = new Set(); // one per call waiting on Kafka, removed when it stops waiting
     this.abort = new AbortController();
     this.wake = null;
     this.idleWaiters = [];
@@ -67,10 +67,10 @@ export class KafkaTransport {
     return !this.sendDown && !this.readDown;
   }
 
-  /** Resolves at once if Kafka is unreachable, else when it next becomes so. */
-  whenDown() {
-    if (!this.isConnected) return Promise.resolve();
-    return new Promise((resolve) => this.downWaiters.push(resolve));
+  /** Call `listener` when Kafka next becomes unreachable; returns the function that cancels it. */
+  onDown(listener) {
+    this.downListeners.add(listener);
+    return () => this.downListeners.delete(listener);
   }
 
   #outage(kind, error) {
@@ -79,7 +79,7 @@ export class KafkaTransport {
     }
     if (kind === "publishing") this.sendDown = true;
     else this.readDown = true;
-    for (const resolve of this.downWaiters.splice(0)) resolve();
+    for (const listener of [...this.downListeners]) listener();
   }
 
   #recovered(kind) {

@@ -38,18 +38,18 @@ export class RecordingTransport {
     this.started = false;
     this.closedWith = null;
     this.stats = { dropped: 0 };
-    this.downWaiters = [];
+    this.downListeners = new Set();
   }
 
-  /** Like KafkaTransport.whenDown: `goDown()` resolves it. */
-  whenDown() {
-    if (!this.isConnected) return Promise.resolve();
-    return new Promise((resolve) => this.downWaiters.push(resolve));
+  /** Like KafkaTransport.onDown: `goDown()` calls the listeners. */
+  onDown(listener) {
+    this.downListeners.add(listener);
+    return () => this.downListeners.delete(listener);
   }
 
   goDown() {
     this.isConnected = false;
-    for (const resolve of this.downWaiters.splice(0)) resolve();
+    for (const listener of [...this.downListeners]) listener();
   }
 
   start() {

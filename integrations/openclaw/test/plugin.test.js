@@ -58,6 +58,7 @@ test("an allow verdict lets the call run and the published call asked for it", a
   assert.equal(call.tool_call_id, "c1");
   assert.equal(call.agent_id, "main");
   assert.equal(typeof call.ts, "undefined");
+  assert.equal(transport().downListeners.size, 0, "a call that stopped waiting leaves no listener behind");
 });
 
 const NOTE_10 = "[System note: Tool-loop warning after 10 repeated calls. Change your approach or stop if you are not making progress.]";

@@ -59,7 +59,10 @@ export function registerLoopGuard(api, { createTransport, runs = globalThis[RUNS
   // flushed; a start after a stop (rollback, restart in the same process) may reopen it.
   api.registerService?.({
     id: "loopguard-kafka",
-    start: () => plugin.connection.reopen(),
+    start: () => {
+      plugin.connection.reopen();
+      plugin.attach();
+    },
     stop: async () => {
       await plugin.stop({ shutdown: false });
       plugin.dispose();

@@ -83,7 +83,13 @@ export class LoopGuardPlugin {
       lostAtShutdown: 0, lostAfterShutdown: 0,
       gatewayLoopDetection: gatewayLoopDetection(gatewayConfig),
     };
-    this.unlisten = connection.listen((message) => this.#onControl(message));
+    this.unlisten = null;
+    this.attach();
+  }
+
+  /** Receive the control messages of the process's connection (again, after dispose). */
+  attach() {
+    this.unlisten ??= this.connection.listen((message) => this.#onControl(message));
   }
 
   #transport() {
@@ -376,6 +382,7 @@ export class LoopGuardPlugin {
 
   /** Stop receiving control messages (the instance is being replaced). */
   dispose() {
-    this.unlisten();
+    this.unlisten?.();
+    this.unlisten = null;
   }
 }

@@ -326,13 +326,19 @@ test("one connection per process: whichever instance gets gateway_stop flushes t
   assert.ok(hooks.logs.some((l) => /after gateway_stop is not sent/.test(l.message)));
 });
 
-test("the service's stop flushes the shared connection; its start after a stop lets it reopen", async () => {
-  const { api, transport } = setup({ mode: "observe", flushTimeoutMs: 55 });
+test("the service's stop flushes the shared connection; its start after gateway_stop lets it reopen", async () => {
+  const { api, transport } = setup({ flushTimeoutMs: 55 }, (ev) => (ev.want_verdict ? [verdict(ev, "block")] : []));
   await api.emit("before_tool_call", READ, CTX);
   const [service] = api.services;
   const first = transport();
   await service.stop();
   assert.equal(first.closedWith, 55);
+  await api.emit("gateway_stop", { reason: "restart" }, {});
+  await service.start(); // the gateway starts its services again in the same process
+  const decided = await api.emit("before_tool_call", { ...READ, toolCallId: "c2" }, CTX);
+  assert.equal(decided?.block, true, "the restarted instance hears its verdicts again");
+  assert.notEqual(transport(), first, "a new connection after the restart");
+  assert.deepEqual(transport().events().map((e) => e.tool_call_id), ["c2"]);
 });
 
 test("the gateway's own loop detection is reported at start-up and in the stats", () => {

@@ -235,7 +235,7 @@ async def test_a_broker_that_dies_while_a_call_waits_fails_it_open_at_once(tmp_p
         ready = json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
         assert ready["phase"] == "calling"
         assert ready["stats"]["verdictTimeouts"] == 1, "the broker was up: the call waited"
-        dying.stop()  # while c2 waits for its verdict
+        dying.stop(timeout=0.1)  # it crashes (SIGKILL) while c2 waits for its verdict
         out, _ = await asyncio.wait_for(proc.communicate(), 60)
     finally:
         if proc is not None and proc.returncode is None:
@@ -244,7 +244,7 @@ async def test_a_broker_that_dies_while_a_call_waits_fails_it_open_at_once(tmp_p
         dying.stop()
     report = json.loads(out.decode().splitlines()[-1])
     assert [c["result"] for c in report["calls"]] == [None] * 4
-    assert report["stats"]["verdictTimeouts"] == 1, report["calls"]
+    assert report["stats"]["verdictTimeouts"] == 1, "\n".join(report["logs"])
     assert report["stats"]["failOpenDisconnected"] == 3
     assert report["stats"]["lostAtShutdown"] >= 1, "c2..c4 could not be sent: counted"
     assert any("lost at shutdown" in line for line in report["logs"])

@@ -10,7 +10,7 @@ const handlers = new Map();
 const logs = [];
 const api = {
   pluginConfig: JSON.parse(process.argv[2]),
-  logger: Object.fromEntries(["debug", "info", "warn", "error"].map((l) => [l, (m) => logs.push(`${l}: ${m}`)])),
+  logger: Object.fromEntries(["debug", "info", "warn", "error"].map((l) => [l, (m) => logs.push(`${Math.round(performance.now())} ms ${l}: ${m}`)])),
   on: (name, handler) => handlers.set(name, handler),
 };
 const plugin = registerLoopGuard(api, { runs: new Map(), connection: null });
@@ -22,6 +22,7 @@ async function call(id) {
   calls.push({ id, result: result ?? null, ms: performance.now() - t0 });
 }
 await call("c1");
+logs.push(`${Math.round(performance.now())} ms calling c2`);
 process.stdout.write(`${JSON.stringify({ phase: "calling", stats: plugin.stats })}\n`);
 await call("c2");
 await call("c3");

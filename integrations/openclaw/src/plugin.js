@@ -83,8 +83,7 @@ export class LoopGuardPlugin {
       lostAtShutdown: 0, lostAfterShutdown: 0,
       gatewayLoopDetection: gatewayLoopDetection(gatewayConfig),
     };
-    this.unlisten = null;
-    this.attach();
+    this.unlisten = null; // attached on first use: discovery registrations never are
   }
 
   /** Receive the control messages of the process's connection (again, after dispose). */
@@ -93,6 +92,7 @@ export class LoopGuardPlugin {
   }
 
   #transport() {
+    this.attach();
     return this.connection.acquire(this.createTransport);
   }
 

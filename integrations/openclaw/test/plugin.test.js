@@ -37,10 +37,12 @@ test("the plugin registers its hooks and nothing else", () => {
 });
 
 test("no Kafka connection is made before the first event (inspect and reloads stay offline)", async () => {
-  const { api, transport } = setup();
+  const { api, transport, guard } = setup();
   assert.equal(transport(), null);
+  assert.equal(guard.connection.listeners.size, 0, "a discovery registration holds on to nothing");
   await api.emit("before_tool_call", READ, CTX);
   assert.equal(transport().started, true);
+  assert.equal(guard.connection.listeners.size, 1);
 });
 
 test("a block verdict blocks the call with LoopGuard's message", async () => {

@@ -6,7 +6,7 @@ and a scripted OpenAI-compatible model on 127.0.0.1 that calls `read` on a missi
 turn until a tool result tells it LoopGuard blocked it. One Gateway-backed `openclaw agent`
 turn runs; then the gateway gets SIGTERM. Every process is stopped by its PID.
 
-The gateway is what costs (about 70 s on two shared cores, most of it OpenClaw starting), and
+The gateway is what costs (45 to 90 s on two shared cores, most of it OpenClaw starting), and
 nothing in it depends on the broker, so it runs in the Tansu pass only.
 """
 

@@ -235,6 +235,14 @@ test("OpenClaw's own tool-loop veto is published as the 2026.9 veto, paired with
   assert.equal(guard.stats.gatewayVetoesPublished, 1);
 });
 
+test("in privacy mode OpenClaw's tool-loop veto, which a hash cannot carry, is skipped and counted", async () => {
+  const { api, transport, guard } = setup({ privacy: true });
+  const result = { content: [{ type: "text", text: "CRITICAL" }], details: { status: "blocked", deniedReason: "tool-loop" } };
+  await api.emit("after_tool_call", { ...READ, toolCallId: "c7", result, error: "CRITICAL" }, CTX);
+  assert.equal(transport(), null, "nothing published");
+  assert.deepEqual(guard.stats.notExecutedSkipped, { "tool-loop": 1 });
+});
+
 test("observe mode never waits and never asks for a verdict", async () => {
   const { api, transport } = setup({ mode: "observe", verdictTimeoutMs: 5000 });
   const started = performance.now();

@@ -28,7 +28,9 @@ export class KafkaTransport {
     this.queue = [];
     this.stats = { sent: 0, dropped: 0, sendErrors: 0, controlErrors: 0, controlMessages: 0 };
     this.isSending = false;
-    this.isOutage = false;
+    this.sendDown = false; // the last delivery attempt failed
+    this.readDown = false; // the last control-topic read failed
+    this.downListeners = new Set(); // one per call waiting on Kafka, removed when it stops waiting
     this.abort = new AbortController();
     this.wake = null;
     this.idleWaiters = [];
@@ -60,16 +62,31 @@ export class KafkaTransport {
     this.wake?.();
   }
 
-  /** True while the last delivery attempt succeeded (or none was needed yet). */
+  /** True while the last delivery and the last control read succeeded (or none was tried yet). */
   get isConnected() {
-    return !this.isOutage;
+    return !this.sendDown && !this.readDown;
+  }
+
+  /** Call `listener` when Kafka next becomes unreachable; returns the function that cancels it. */
+  onDown(listener) {
+    this.downListeners.add(listener);
+    return () => this.downListeners.delete(listener);
   }
 
   #outage(kind, error) {
-    if (!this.isOutage) {
+    if (this.isConnected) {
       this.logger.warn(`loopguard: ${kind} failed, LoopGuard fails open until Kafka answers: ${error?.message ?? error}`);
     }
-    this.isOutage = true;
+    if (kind === "publishing") this.sendDown = true;
+    else this.readDown = true;
+    for (const listener of [...this.downListeners]) listener();
+  }
+
+  #recovered(kind) {
+    const wasDown = !this.isConnected;
+    if (kind === "publishing") this.sendDown = false;
+    else this.readDown = false;
+    if (wasDown && this.isConnected) this.logger.info("loopguard: Kafka reachable again");
   }
 
   async #sendLoop() {
@@ -90,8 +107,7 @@ export class KafkaTransport {
         const sent = new Set(batch); // some may have been dropped from the head meanwhile
         while (this.queue.length && sent.has(this.queue[0])) this.queue.shift();
         this.stats.sent += batch.length;
-        if (this.isOutage) this.logger.info("loopguard: Kafka reachable again, buffered events sent");
-        this.isOutage = false;
+        this.#recovered("publishing");
         backoff = BACKOFF_MIN_MS;
       } catch (error) {
         this.stats.sendErrors += 1;
@@ -142,6 +158,7 @@ export class KafkaTransport {
             }
           }
         }
+        this.#recovered("reading the control topic");
         backoff = BACKOFF_MIN_MS;
       } catch (error) {
         if (signal.aborted) break;

@@ -2,12 +2,18 @@
 // would go to Kafka and lets a test play the worker's control messages back.
 export class FakeApi {
   /** Records api.on registrations and log lines; `emit` calls handlers as OpenClaw would. */
-  constructor(pluginConfig = {}) {
+  constructor(pluginConfig = {}, config = undefined) {
     this.pluginConfig = pluginConfig;
+    this.config = config; // the gateway's openclaw.json (api.config)
     this.handlers = new Map();
+    this.services = [];
     this.logs = [];
     const log = (level) => (message) => this.logs.push({ level, message });
     this.logger = { debug: log("debug"), info: log("info"), warn: log("warn"), error: log("error") };
+  }
+
+  registerService(service) {
+    this.services.push(service);
   }
 
   on(name, handler, opts) {
@@ -31,6 +37,19 @@ export class RecordingTransport {
     this.controlReady = Promise.resolve();
     this.started = false;
     this.closedWith = null;
+    this.stats = { dropped: 0 };
+    this.downListeners = new Set();
+  }
+
+  /** Like KafkaTransport.onDown: `goDown()` calls the listeners. */
+  onDown(listener) {
+    this.downListeners.add(listener);
+    return () => this.downListeners.delete(listener);
+  }
+
+  goDown() {
+    this.isConnected = false;
+    for (const listener of [...this.downListeners]) listener();
   }
 
   start() {

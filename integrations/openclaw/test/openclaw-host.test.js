@@ -46,11 +46,11 @@ test("OpenClaw installs the packed tarball and registers the plugin's hooks", as
   assert.equal(first.plugin.id, "loopguard");
   assert.equal(first.plugin.configSchema, true);
   // agent_end is a conversation hook: OpenClaw keeps it until the operator grants access.
-  assert.deepEqual(first.typedHooks.map((h) => h.name), ["after_compaction", "after_tool_call", "before_tool_call", "gateway_stop", "session_end"]);
+  assert.deepEqual(first.typedHooks.map((h) => h.name), ["after_compaction", "after_tool_call", "before_tool_call", "gateway_stop", "session_end", "tool_result_persist"]);
   assert.match(first.diagnostics.map((d) => d.message).join("\n"), /"agent_end" blocked .*allowConversationAccess=true/);
 
   await openclaw("config", "set", "plugins.entries.loopguard.hooks.allowConversationAccess", "true");
   const granted = await inspect();
-  assert.deepEqual(granted.typedHooks.map((h) => h.name), ["after_compaction", "after_tool_call", "agent_end", "before_tool_call", "gateway_stop", "session_end"]);
+  assert.deepEqual(granted.typedHooks.map((h) => h.name), ["after_compaction", "after_tool_call", "agent_end", "before_tool_call", "gateway_stop", "session_end", "tool_result_persist"]);
   assert.deepEqual(granted.diagnostics, []);
 });

@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { ConfigError, safeParseConfig } from "../src/config.js";
+import { SharedConnection } from "../src/connection.js";
 import plugin, { registerLoopGuard } from "../src/index.js";
 import { FakeApi, RecordingTransport } from "./fakes.js";
 
@@ -10,8 +11,8 @@ const RUN = "run-1";
 const CTX = { runId: RUN, agentId: "main", sessionKey: "agent:main:s1", toolName: "read" };
 const READ = { toolName: "read", params: { path: "/a" }, runId: RUN, toolCallId: "c1" };
 
-function setup(config = {}, answer = () => []) {
-  const api = new FakeApi(config);
+function setup(config = {}, answer = () => [], gatewayConfig = undefined) {
+  const api = new FakeApi(config, gatewayConfig);
   let transport = null;
   const guard = registerLoopGuard(api, {
     runs: new Map(),
@@ -29,16 +30,19 @@ const loopEvent = (ev, action, message, published = true) => ({
 
 test("the plugin registers its hooks and nothing else", () => {
   const { api } = setup();
-  assert.deepEqual([...api.handlers.keys()].sort(), ["after_compaction", "after_tool_call", "agent_end", "before_tool_call", "gateway_stop", "session_end"]);
+  assert.deepEqual([...api.handlers.keys()].sort(), ["after_compaction", "after_tool_call", "agent_end", "before_tool_call", "gateway_stop", "session_end", "tool_result_persist"]);
+  assert.deepEqual(api.services.map((s) => s.id), ["loopguard-kafka"]);
   assert.equal(plugin.id, "loopguard");
   assert.equal(typeof plugin.register, "function");
 });
 
 test("no Kafka connection is made before the first event (inspect and reloads stay offline)", async () => {
-  const { api, transport } = setup();
+  const { api, transport, guard } = setup();
   assert.equal(transport(), null);
+  assert.equal(guard.connection.listeners.size, 0, "a discovery registration holds on to nothing");
   await api.emit("before_tool_call", READ, CTX);
   assert.equal(transport().started, true);
+  assert.equal(guard.connection.listeners.size, 1);
 });
 
 test("a block verdict blocks the call with LoopGuard's message", async () => {
@@ -56,24 +60,60 @@ test("an allow verdict lets the call run and the published call asked for it", a
   assert.equal(call.tool_call_id, "c1");
   assert.equal(call.agent_id, "main");
   assert.equal(typeof call.ts, "undefined");
+  assert.equal(transport().downListeners.size, 0, "a call that stopped waiting leaves no listener behind");
 });
+
+const NOTE_10 = "[System note: Tool-loop warning after 10 repeated calls. Change your approach or stop if you are not making progress.]";
+const USER_CTX = { ...CTX, requester: { channel: "telegram", senderId: "42" } }; // a message run
+const persist = (api, toolCallId, ctx = CTX) => api.emit("tool_result_persist", {
+  toolName: "read", toolCallId, message: { role: "toolResult", toolCallId, content: [{ type: "text", text: "raw" }] },
+}, { agentId: ctx.agentId, sessionKey: ctx.sessionKey, toolName: "read", toolCallId });
+const texts = (persisted) => persisted?.message.content.map((c) => c.text);
 
 test("a published warning can ask a human (requireApproval); an unpublished one cannot", async () => {
   const msg = "WARNING: You have called read 10 times with identical arguments.";
   let published = true;
   const { api, guard } = setup({ onWarn: "requireApproval", approvalTimeoutMs: 60000 },
     (ev) => (ev.want_verdict ? [loopEvent(ev, "warn", msg, published), verdict(ev, "warn")] : []));
-  assert.deepEqual(await api.emit("before_tool_call", READ, CTX), {
+  assert.deepEqual(await api.emit("before_tool_call", READ, USER_CTX), {
     requireApproval: { title: "LoopGuard: possible generic_repeat loop", description: msg, severity: "warning", timeoutMs: 60000 },
   });
   published = false;
-  assert.equal(await api.emit("before_tool_call", { ...READ, toolCallId: "c2" }, CTX), undefined);
+  assert.equal(await api.emit("before_tool_call", { ...READ, toolCallId: "c2" }, USER_CTX), undefined);
   assert.equal(guard.stats.approvalsRequested, 1);
 });
 
-test("warnings are allowed by default", async () => {
-  const { api } = setup({}, (ev) => (ev.want_verdict ? [loopEvent(ev, "warn", "WARNING"), verdict(ev, "warn")] : []));
+test("without an approval surface (CLI, cron, heartbeat: no requester) requireApproval degrades to the note", async () => {
+  const { api, guard } = setup({ onWarn: "requireApproval" },
+    (ev) => (ev.want_verdict ? [loopEvent(ev, "warn", "WARNING"), { ...verdict(ev, "warn"), count: 10, note: NOTE_10 }] : []));
+  assert.equal(await api.emit("before_tool_call", READ, CTX), undefined, "no approval request OpenClaw would fail");
+  assert.deepEqual(texts(persist(api, "c1")), ["raw", NOTE_10]);
+  assert.equal(guard.stats.approvalsRequested, 0);
+  assert.equal(guard.stats.approvalsDegradedToNote, 1);
+});
+
+test("by default a published warning's note is appended to the tool result the model sees, not to the outcome", async () => {
+  const { api, guard, transport } = setup({}, (ev) => (ev.want_verdict ? [loopEvent(ev, "warn", "WARNING"), { ...verdict(ev, "warn"), count: 10, note: NOTE_10 }] : []));
   assert.equal(await api.emit("before_tool_call", READ, CTX), undefined);
+  await api.emit("after_tool_call", { ...READ, result: { content: [{ type: "text", text: "raw" }] } }, CTX);
+  assert.deepEqual(texts(persist(api, "c1")), ["raw", NOTE_10]);
+  assert.equal(persist(api, "c1"), undefined, "one note per warning");
+  assert.equal(persist(api, "other"), undefined);
+  assert.deepEqual(transport().events().at(-1).result, { content: [{ type: "text", text: "raw" }] }, "LoopGuard records the raw outcome");
+  assert.equal(guard.stats.notesAdded, 1);
+});
+
+test("a warning without a note (configurable profile) gets OpenClaw's note built from its count; onWarn allow adds none", async () => {
+  const answer = (ev) => (ev.want_verdict ? [loopEvent(ev, "warn", "WARNING"), { ...verdict(ev, "warn"), count: 10 }] : []);
+  const noted = setup({}, answer);
+  await noted.api.emit("before_tool_call", READ, CTX);
+  assert.deepEqual(texts(persist(noted.api, "c1")), ["raw", NOTE_10]);
+  const unpublished = setup({}, (ev) => (ev.want_verdict ? [loopEvent(ev, "warn", "WARNING", false), { ...verdict(ev, "warn"), count: 11 }] : []));
+  await unpublished.api.emit("before_tool_call", READ, CTX);
+  assert.equal(persist(unpublished.api, "c1"), undefined, "OpenClaw notes only published warnings");
+  const allowed = setup({ onWarn: "allow" }, answer);
+  await allowed.api.emit("before_tool_call", READ, CTX);
+  assert.equal(persist(allowed.api, "c1"), undefined);
 });
 
 test("no verdict within verdictTimeoutMs fails open, counted and logged", async () => {
@@ -117,6 +157,35 @@ test("after abort_run every further tool call of that run is blocked, other runs
   assert.equal(guard.stats.abortedRunBlocks, 1);
 });
 
+test("abort wins: a verdict that arrives after abort_run does not let a call of that run through", async () => {
+  const reason = "CRITICAL: aborted";
+  const abort = (ev) => ({ type: "command", command: "abort_run", run_id: ev.run_id, seq: ev.seq, detector: "compaction_loop_persisted", reason });
+  const { api, guard } = setup({ verdictTimeoutMs: 5000 }, (ev) => (ev.want_verdict ? [abort(ev), verdict(ev, "allow")] : []));
+  assert.deepEqual(await api.emit("before_tool_call", READ, CTX), { block: true, blockReason: reason });
+  assert.equal(guard.stats.abortedWhileWaiting, 1);
+});
+
+test("abort wins: a call waiting for its verdict is blocked when abort_run arrives, not failed open at the timeout", async () => {
+  const reason = "CRITICAL: aborted";
+  const { api, guard, transport } = setup({ verdictTimeoutMs: 10_000 });
+  const pending = api.emit("before_tool_call", READ, CTX);
+  while (transport() === null || transport().sent.length === 0) await new Promise((r) => setImmediate(r));
+  transport().onControl({ type: "command", command: "abort_run", run_id: RUN, seq: 1, detector: "x", reason });
+  assert.deepEqual(await pending, { block: true, blockReason: reason });
+  assert.equal(guard.stats.verdictTimeouts, 0);
+  assert.equal(guard.stats.abortedWhileWaiting, 1);
+});
+
+test("a broker that goes down while a call waits for its verdict fails the call open at once", async () => {
+  const { api, guard, transport } = setup({ verdictTimeoutMs: 10_000 });
+  const pending = api.emit("before_tool_call", READ, CTX);
+  while (transport() === null || transport().sent.length === 0) await new Promise((r) => setImmediate(r));
+  transport().goDown();
+  assert.equal(await pending, undefined);
+  assert.equal(guard.stats.verdictTimeouts, 0);
+  assert.equal(guard.stats.failOpenDisconnected, 1);
+});
+
 test("control messages of other gateways' runs are ignored", async () => {
   const { api, transport, guard } = setup({ verdictTimeoutMs: 200 }, (ev) => (ev.want_verdict ? [verdict(ev, "allow")] : []));
   await api.emit("before_tool_call", READ, CTX);
@@ -134,6 +203,44 @@ test("OpenClaw's synthetic result of a call we blocked is not published; a real 
   await api.emit("before_tool_call", { ...READ, toolCallId: "c2" }, CTX);
   await api.emit("after_tool_call", { ...READ, toolCallId: "c2", error: "File not found: /a" }, CTX);
   assert.deepEqual(transport().events().at(-1).error, "File not found: /a");
+});
+
+// Every synthetic "never ran" result OpenClaw 2026.9.6 writes (grep deniedReason in its dist/):
+// plugin vetoes and approvals, tool admission, steering, aborted approvals, disposal.
+const NOT_EXECUTED = [
+  ["plugin-before-tool-call", "blocked"], ["plugin-approval", "blocked"], ["plugin-approval-unavailable", "blocked"],
+  ["tool-admission", "blocked"], ["steering", "skipped"], ["client-voice-confirmation", "blocked"],
+  ["internal-dispose", "blocked"], ["run-aborted", "blocked"],
+];
+for (const [deniedReason, status] of NOT_EXECUTED) {
+  test(`a result OpenClaw wrote for a call that never ran (${deniedReason}) is not published as an outcome`, async () => {
+    const { api, transport, guard } = setup({}, (ev) => (ev.want_verdict ? [verdict(ev, "allow")] : []));
+    await api.emit("before_tool_call", READ, CTX); // allowed by LoopGuard, then stopped by OpenClaw
+    const result = { content: [{ type: "text", text: "not run" }], details: { status, deniedReason } };
+    await api.emit("after_tool_call", { ...READ, result, error: "not run" }, CTX);
+    assert.deepEqual(transport().events().map((e) => e.type), ["tool_call"]);
+    assert.deepEqual(guard.stats.notExecutedSkipped, { [deniedReason]: 1 });
+  });
+}
+
+test("OpenClaw's own tool-loop veto is published as the 2026.9 veto, paired with its call", async () => {
+  const { api, transport, guard } = setup();
+  // OpenClaw's detector blocks before plugin hooks: no before_tool_call for this call.
+  const result = { content: [{ type: "text", text: "CRITICAL: ..." }], details: { status: "blocked", deniedReason: "tool-loop", intervention: { kind: "critical-tool-loop" } } };
+  await api.emit("after_tool_call", { ...READ, toolCallId: "c7", result, error: "CRITICAL: ..." }, CTX);
+  const [call, veto] = transport().events();
+  assert.deepEqual([call.type, call.tool_call_id, "want_verdict" in call], ["tool_call", "c7", false]);
+  assert.deepEqual([veto.type, veto.tool_call_id, veto.seq], ["tool_result", "c7", call.seq + 1]);
+  assert.deepEqual(veto.result, { details: { status: "blocked", deniedReason: "tool-loop" } });
+  assert.equal(guard.stats.gatewayVetoesPublished, 1);
+});
+
+test("in privacy mode OpenClaw's tool-loop veto, which a hash cannot carry, is skipped and counted", async () => {
+  const { api, transport, guard } = setup({ privacy: true });
+  const result = { content: [{ type: "text", text: "CRITICAL" }], details: { status: "blocked", deniedReason: "tool-loop" } };
+  await api.emit("after_tool_call", { ...READ, toolCallId: "c7", result, error: "CRITICAL" }, CTX);
+  assert.equal(transport(), null, "nothing published");
+  assert.deepEqual(guard.stats.notExecutedSkipped, { "tool-loop": 1 });
 });
 
 test("observe mode never waits and never asks for a verdict", async () => {
@@ -200,6 +307,68 @@ test("a run keeps its seq across a plugin reload in the same process", async () 
   assert.deepEqual(sent.map((e) => e.seq), [1, 2]);
 });
 
+test("one connection per process: whichever instance gets gateway_stop flushes the one the hooks used", async () => {
+  const connection = new SharedConnection();
+  const runs = new Map();
+  let transports = 0;
+  let transport = null;
+  const register = () => {
+    const api = new FakeApi({ mode: "observe", flushTimeoutMs: 777 });
+    registerLoopGuard(api, { runs, clock: null, connection, createTransport: (onControl) => {
+      transports += 1;
+      return (transport = Object.assign(new RecordingTransport(onControl), {
+        close: async function close(timeoutMs) { this.closedWith = timeoutMs; this.stats.dropped += 2; },
+      }));
+    } });
+    return api;
+  };
+  const hooks = register();
+  const lifecycle = register(); // the gateway registers the plugin twice
+  await hooks.emit("before_tool_call", READ, CTX);
+  await lifecycle.emit("session_end", { sessionId: "s", sessionKey: CTX.sessionKey }, {});
+  assert.equal(transports, 1);
+  assert.deepEqual(transport.events().map((e) => e.type), ["tool_call", "run_end"]);
+  await lifecycle.emit("gateway_stop", { reason: "shutdown" }, {});
+  assert.equal(transport.closedWith, 777);
+  assert.ok(lifecycle.logs.some((l) => l.level === "warn" && /2 buffered event\(s\) lost at shutdown/.test(l.message)));
+  await hooks.emit("before_tool_call", { ...READ, toolCallId: "late" }, CTX);
+  assert.equal(transports, 1, "nothing reopens after gateway_stop");
+  assert.ok(hooks.logs.some((l) => /after gateway_stop is not sent/.test(l.message)));
+});
+
+test("the service's stop flushes the shared connection; its start after gateway_stop lets it reopen", async () => {
+  const { api, transport } = setup({ flushTimeoutMs: 55 }, (ev) => (ev.want_verdict ? [verdict(ev, "block")] : []));
+  await api.emit("before_tool_call", READ, CTX);
+  const [service] = api.services;
+  const first = transport();
+  await service.stop();
+  assert.equal(first.closedWith, 55);
+  await api.emit("gateway_stop", { reason: "restart" }, {});
+  await service.start(); // the gateway starts its services again in the same process
+  const decided = await api.emit("before_tool_call", { ...READ, toolCallId: "c2" }, CTX);
+  assert.equal(decided?.block, true, "the restarted instance hears its verdicts again");
+  assert.notEqual(transport(), first, "a new connection after the restart");
+  assert.deepEqual(transport().events().map((e) => e.tool_call_id), ["c2"]);
+});
+
+test("the gateway's own loop detection is reported at start-up and in the stats", () => {
+  const on = setup({}, () => [], { tools: { loopDetection: { enabled: true } } });
+  const warnings = on.api.logs.filter((l) => l.level === "warn");
+  assert.equal(warnings.length, 1);
+  assert.match(warnings[0].message, /shadowed.*tools\.loopDetection\.enabled: false/);
+  assert.deepEqual(on.guard.stats.gatewayLoopDetection, { rolling: true, postCompaction: true });
+  const perAgent = setup({}, () => [], { tools: { loopDetection: { enabled: false } }, agents: { list: [{ id: "a", tools: { loopDetection: { enabled: true } } }] } });
+  assert.equal(perAgent.guard.stats.gatewayLoopDetection.rolling, true);
+  // The runtime config OpenClaw gives plugins keys agents by id (agents.entries).
+  const runtime = setup({}, () => [], { tools: { loopDetection: { enabled: false } }, agents: { entries: { main: {}, b: { tools: { loopDetection: { enabled: true } } } } } });
+  assert.equal(runtime.guard.stats.gatewayLoopDetection.rolling, true);
+  const off = setup({}, () => [], { tools: { loopDetection: { enabled: false } } });
+  assert.deepEqual(off.api.logs.filter((l) => l.level === "warn"), []);
+  assert.deepEqual(off.guard.stats.gatewayLoopDetection, { rolling: false, postCompaction: false });
+  const observe = setup({ mode: "observe" }, () => [], { tools: { loopDetection: { enabled: true } } });
+  assert.deepEqual(observe.api.logs.filter((l) => l.level === "warn"), [], "observe mode blocks nothing to shadow");
+});
+
 test("gateway_stop flushes the transport within flushTimeoutMs", async () => {
   const { api, transport } = setup({ mode: "observe", flushTimeoutMs: 1234 });
   await api.emit("before_tool_call", READ, CTX);
@@ -226,4 +395,5 @@ test("the config is validated with every problem listed", () => {
   assert.throws(() => registerLoopGuard(new FakeApi({ mode: "enforce" })), ConfigError);
   assert.equal(plugin.configSchema.safeParse({}).success, true);
   assert.equal(plugin.configSchema.jsonSchema.properties.mode.default, "gate");
+  assert.equal(plugin.configSchema.jsonSchema.properties.onWarn.default, "note");
 });

@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 
-from .conftest import KafkaIO, SessionBroker, TopicSet, broker_kind
+from .conftest import KafkaIO, SessionBroker, TopicSet
 from .test_openclaw_plugin import (
     NODE,
     PLUGIN,
@@ -35,10 +34,6 @@ from .test_openclaw_plugin import (
 )
 
 __all__ = ["worker"]  # the fixture, shared with test_openclaw_plugin
-
-pytestmark = pytest.mark.skipif(
-    broker_kind() != "tansu", reason="broker-independent and slow: runs in the Tansu pass"
-)
 
 NOTE_10 = (
     "[System note: Tool-loop warning after 10 repeated calls. "

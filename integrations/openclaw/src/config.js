@@ -77,9 +77,14 @@ export function safeParseConfig(value) {
   return issues.length ? { success: false, error: { issues } } : { success: true, data };
 }
 
+/** Bootstrap servers as `host:port` items: entries may list several and carry `kafka://`. */
+export function bootstrapServers(brokers) {
+  return brokers.flatMap((entry) => entry.split(",")).map((hostPort) => hostPort.replace(/^kafka:\/\//, ""));
+}
+
 /** The resolved settings (every default filled in); throws ConfigError listing every problem. */
 export function resolveConfig(value) {
   const parsed = safeParseConfig(value);
   if (!parsed.success) throw new ConfigError(parsed.error.issues);
-  return parsed.data;
+  return { ...parsed.data, brokers: bootstrapServers(parsed.data.brokers) };
 }

@@ -2,7 +2,7 @@
 // mode enforces verdicts and aborts, fail-open on a timeout or a lost broker, shutdown.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { ConfigError, safeParseConfig } from "../src/config.js";
+import { ConfigError, resolveConfig, safeParseConfig } from "../src/config.js";
 import { SharedConnection } from "../src/connection.js";
 import plugin, { registerLoopGuard } from "../src/index.js";
 import { FakeApi, RecordingTransport } from "./fakes.js";
@@ -386,6 +386,14 @@ test("a call without a run id is counted and not published", async () => {
   const { api, guard } = setup();
   assert.equal(await api.emit("before_tool_call", { toolName: "read", params: {} }, {}), undefined);
   assert.equal(guard.stats.unkeyed, 1);
+});
+
+test("brokers take the worker's address format: host:port lists, kafka:// optional", () => {
+  const { brokers } = resolveConfig({ brokers: ["kafka://k1:9092,k2:9093", "k3:9094"] });
+  assert.deepEqual(brokers, ["k1:9092", "k2:9093", "k3:9094"]);
+  for (const bad of ["k1", "k1:x", "http://k1:9092", "k1:9092,", "k1:9092 k2:9093"]) {
+    assert.equal(safeParseConfig({ brokers: [bad] }).success, false, bad);
+  }
 });
 
 test("the config is validated with every problem listed", () => {

@@ -156,8 +156,8 @@ def require_version(distribution: str, lowest: str, below: str) -> str:
         found = metadata.version(distribution)
     except metadata.PackageNotFoundError:
         raise ImportError(
-            f"loopguard_fleet.adapters needs {distribution}>={lowest},<{below}: "
-            f"pip install 'loopguard-fleet[...]' (it is not installed)"
+            f"loopguard_fleet.adapters needs {distribution}>={lowest},<{below}, which is not "
+            "installed (docs/integrations.md names the extra that installs it)"
         ) from None
     if not _version_tuple(lowest) <= _version_tuple(found) < _version_tuple(below):
         raise ImportError(

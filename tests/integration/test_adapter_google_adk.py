@@ -178,6 +178,8 @@ async def test_abort_run_ends_the_invocation_with_loopguards_reason(
     }  # fmt: skip
 
     def endless(seen: list[types.FunctionResponse]) -> LlmResponse:
+        if len(seen) >= CALLS:
+            return text("never aborted")
         return call({"path": f"/data/part-{len(seen)}.csv"}, len(seen) + 1)
 
     async def abort_after_three() -> None:

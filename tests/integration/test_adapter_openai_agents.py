@@ -149,6 +149,8 @@ async def test_abort_run_ends_the_run_with_the_sdks_tripwire(
 
     def endless(mc: ModelCall) -> Any:
         n = len(outputs(mc))
+        if n >= CALLS:
+            return [assistant_message("never aborted")]
         return [call_item("read_file", {"path": f"/data/part-{n}.csv"}, call_id=f"c{n + 1}")]
 
     async def abort_after_three() -> None:
@@ -157,7 +159,7 @@ async def test_abort_run_ends_the_run_with_the_sdks_tripwire(
         await kafka.produce_json(topics.control, [abort])
 
     run = asyncio.ensure_future(
-        Runner.run(agent(guard, endless, ran), "x", run_config=config(run_id), max_turns=CALLS)
+        Runner.run(agent(guard, endless, ran), "x", run_config=config(run_id), max_turns=CALLS + 5)
     )
     await asyncio.wait_for(abort_after_three(), 30)
     with pytest.raises(ToolInputGuardrailTripwireTriggered) as tripped:

@@ -9,10 +9,11 @@ call by call so both sides see the same broker and load:
 - each adapter: its own tool hook with a no-op tool (LangChain's `awrap_tool_call`,
   pydantic-ai's `wrap_tool_execute`, the Agents SDK's input and output guardrails, ADK's
   `before_tool` / `after_tool`), the worker answering allow.
-Reports p50/p99 per side and the p50 of the per-pair difference (adapter minus the bare call
-before it). The verdict round trip varies by tens of ms on Tansu (the client's fetch max-wait),
-so a second figure isolates the adapter's own cost: the same calls against a client whose
-verdict answers allow at once (no broker). One JSON line per figure.
+Reports p50/p99 per side and the overhead: an adapter's p50 minus the bare p50. The live round
+trip spreads over the client's 100 ms fetch cycle (each call waits a random 0-100 ms first so
+no side sits in one phase of it), which hides a sub-ms difference at this sample size; the
+first figure isolates the adapters' own cost: the same calls against a client whose verdict
+answers allow at once (no broker). One JSON line per figure.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -69,9 +71,9 @@ class InstantClient(RuntimeClient):
         yield {}
 
 
-def bare(client: RuntimeClient, run_id: str) -> Call:
-    """The bare client's gated call."""
-    run = client.run(run_id)
+def bare(guard: LoopGuard, run_id: str) -> Call:
+    """The bare client's gated call, on the run (so the partition) an adapter also uses."""
+    run = guard.run(run_id)  # the same handle: one seq for both sides of the run
 
     async def one(i: int) -> None:
         args = {"path": f"/f{i}"}
@@ -178,6 +180,14 @@ ADAPTERS: dict[str, Callable[[LoopGuard, str], Call]] = {
 }
 
 
+def both(guard: LoopGuard, prefix: str) -> dict[str, tuple[Call, Call]]:
+    """Per adapter: the bare call and the adapter's, on one run of their own."""
+    return {
+        name: (bare(guard, f"{prefix}-{name}"), make(guard, f"{prefix}-{name}"))
+        for name, make in ADAPTERS.items()
+    }
+
+
 async def timed(call: Call, i: int) -> float:
     """One call's wall time in ms."""
     start = time.perf_counter()
@@ -191,33 +201,38 @@ def pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
 
 
-async def pairs(bare_call: Call, adapters: dict[str, Call], n: int) -> dict[str, Any]:
-    """Alternate bare and adapter calls; p50/p99 per side and the p50 of pair differences."""
-    base: list[float] = []
-    sides: dict[str, list[float]] = {name: [] for name in adapters}
-    diffs: dict[str, list[float]] = {name: [] for name in adapters}
+async def pairs(sides_of: dict[str, tuple[Call, Call]], n: int, jitter: float) -> dict[str, Any]:
+    """Alternate bare and adapter calls on each adapter's run; p50/p99 per side, overhead =
+    the adapter's p50 minus the bare p50 of the same run.
+
+    `jitter` (s): a seeded random pause before each call, so no side stays in one phase of the
+    client's fetch cycle (calls started right after a verdict would all land in the same one).
+    """
+    rng = random.Random(36)
+    base: dict[str, list[float]] = {name: [] for name in sides_of}
+    sides: dict[str, list[float]] = {name: [] for name in sides_of}
     for i in range(n):
-        for name, call in adapters.items():
-            b = await timed(bare_call, 2 * i)
-            a = await timed(call, 2 * i + 1)
-            base.append(b)
-            sides[name].append(a)
-            diffs[name].append(a - b)
-    return {
-        "bare_p50_ms": pct(base, 0.5), "bare_p99_ms": pct(base, 0.99),
-        "adapters": {
-            name: {"p50_ms": pct(sides[name], 0.5), "p99_ms": pct(sides[name], 0.99),
-                   "overhead_p50_ms": round(statistics.median(diffs[name]), 3)}
-            for name in adapters
-        },
-    }  # fmt: skip
+        for name, (bare_call, call) in sides_of.items():
+            pair = [(base[name], bare_call), (sides[name], call)]
+            rng.shuffle(pair)  # neither side always comes first after the other's result
+            for k, (times, one) in enumerate(pair):
+                await asyncio.sleep(rng.uniform(0, jitter))
+                times.append(await timed(one, 2 * i + k))
+    figures = {}
+    for name, v in sides.items():
+        b = base[name]
+        figures[name] = {
+            "bare_p50_ms": round(statistics.median(b), 3), "bare_p99_ms": pct(b, 0.99),
+            "p50_ms": round(statistics.median(v), 3), "p99_ms": pct(v, 0.99),
+            "overhead_p50_ms": round(statistics.median(v) - statistics.median(b), 3),
+        }  # fmt: skip
+    return {"adapters": figures}
 
 
 async def isolated(n: int) -> dict[str, Any]:
     """The adapters' own cost: the same calls against a client that answers at once."""
     async with LoopGuard(InstantClient(), verdict_timeout=5.0) as guard:
-        adapters = {name: make(guard, f"iso-{name}") for name, make in ADAPTERS.items()}
-        return await pairs(bare(guard.client, "iso-bare"), adapters, n)
+        return await pairs(both(guard, "iso"), n, 0.0)
 
 
 def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -257,8 +272,7 @@ async def live(n: int, workdir: Path) -> dict[str, Any]:
                     cid = await probe.tool_call("read", {"path": "/r"}, want_verdict=True)
                     if not (await probe.verdict(cid, timeout=2.0)).is_timeout:
                         break
-                adapters = {name: make(guard, f"live-{name}") for name, make in ADAPTERS.items()}
-                return await pairs(bare(client, "live-bare"), adapters, n)
+                return await pairs(both(guard, "live"), n, 0.1)
         finally:
             stop_process(proc, timeout=30)
 

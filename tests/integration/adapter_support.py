@@ -21,9 +21,18 @@ import pytest
 
 from loopguard_fleet.adapters.core import LoopGuard
 from loopguard_fleet.streams.client import RuntimeClient
+from loopguard_fleet.streams.kafka.admin import create_topics
 from tests.worker_process import WorkerLauncher
 
-from .conftest import KafkaIO, SessionBroker, TopicSet, operator_security, worker_settings
+from .conftest import (
+    PARTITIONS,
+    KafkaIO,
+    SessionBroker,
+    TopicSet,
+    grant_topic_set,
+    operator_security,
+    worker_settings,
+)
 
 POLICY = {"tools": {"loopDetection": {"enabled": True}}}
 VERDICT_TIMEOUT = 10.0  # generous: the machine is shared; a real runtime would use ~0.5
@@ -31,33 +40,46 @@ FAILURE = "Error: file not found: /data/report.csv"
 CALLS = 45  # how often the looping scripted model asks for the failing tool at most
 
 
-@pytest.fixture
-def policy_file(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def policy_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The worker's (and replay's) policy: loop detection on, OpenClaw's defaults."""
-    path = tmp_path / "openclaw.json"
+    path = tmp_path_factory.mktemp("policy") / "openclaw.json"
     path.write_bytes(orjson.dumps(POLICY))
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+async def adapter_topics(broker: SessionBroker) -> TopicSet:
+    """One test module's topics: its tests share a worker and tell their runs apart by id."""
+    ts = TopicSet.fresh("a")
+    await create_topics(broker.bootstrap, ts.names, PARTITIONS, security=operator_security(broker))
+    await grant_topic_set(broker, ts)
+    return ts
+
+
+@pytest.fixture(scope="module")
 def worker(
-    broker: SessionBroker, topics: TopicSet, tmp_path: Path, policy_file: Path
+    broker: SessionBroker,
+    adapter_topics: TopicSet,
+    tmp_path_factory: pytest.TempPathFactory,
+    policy_file: Path,
 ) -> Iterator[None]:
-    """A worker on this test's topics; stopped by PID afterwards."""
+    """A worker on the module's topics; stopped by PID afterwards."""
+    tmp = tmp_path_factory.mktemp("worker")
     launcher = WorkerLauncher(
         {
             "broker": broker.url,
-            "partitions": topics.partitions,
-            "topic_tool_calls": topics.tool_calls,
-            "topic_compactions": topics.compactions,
-            "topic_control": topics.control,
-            "topic_dead_letter": topics.dead_letter,
-            "app_id": topics.group_id,
-            "data_dir": tmp_path / "data",
+            "partitions": adapter_topics.partitions,
+            "topic_tool_calls": adapter_topics.tool_calls,
+            "topic_compactions": adapter_topics.compactions,
+            "topic_control": adapter_topics.control,
+            "topic_dead_letter": adapter_topics.dead_letter,
+            "app_id": adapter_topics.group_id,
+            "data_dir": tmp / "data",
             "policy_file": policy_file,
             **worker_settings(broker),
         },
-        tmp_path,
+        tmp,
     )
     launcher.start()
     try:
@@ -77,10 +99,14 @@ async def wait_for_verdicts(guard: LoopGuard, deadline: float = 60.0) -> None:
     pytest.fail(f"the worker gave no verdict within {deadline}s")
 
 
-@pytest.fixture
-async def guard(broker: SessionBroker, topics: TopicSet, worker: None) -> AsyncIterator[LoopGuard]:
-    """A gate-mode guard on this test's topics, once the worker answers."""
-    client = RuntimeClient(broker.bootstrap, topics=topics, security=operator_security(broker))
+@pytest.fixture(scope="module")
+async def guard(
+    broker: SessionBroker, adapter_topics: TopicSet, worker: None
+) -> AsyncIterator[LoopGuard]:
+    """A gate-mode guard on the module's topics, once the worker answers."""
+    client = RuntimeClient(
+        broker.bootstrap, topics=adapter_topics, security=operator_security(broker)
+    )
     async with LoopGuard(client, verdict_timeout=VERDICT_TIMEOUT) as started:
         await wait_for_verdicts(started)
         yield started

@@ -26,6 +26,7 @@ from loopguard_fleet.adapters.google_adk import LoopGuardCallbacks
 from .adapter_support import (
     CALLS,
     FAILURE,
+    adapter_topics,  # noqa: F401  # fixture
     guard,  # noqa: F401  # fixture
     policy_file,  # noqa: F401  # fixture
     published,
@@ -129,7 +130,7 @@ def final_text(events: list[Event]) -> str:
 async def test_a_loop_is_refused_at_the_call_replay_blocks_and_the_agent_goes_on(
     guard: LoopGuard,  # noqa: F811  # the fixture
     broker: SessionBroker,
-    topics: TopicSet,
+    adapter_topics: TopicSet,  # noqa: F811  # the fixture
     kafka: KafkaIO,
     policy_file: Path,  # noqa: F811  # the fixture
 ) -> None:
@@ -138,9 +139,11 @@ async def test_a_loop_is_refused_at_the_call_replay_blocks_and_the_agent_goes_on
     assert final_text(events) == "giving up: the tool keeps failing"  # the run went on
     (refusal,) = [r for r in responses(events) if is_refusal(r)]
     assert refusal.id is not None and "read_file" in str(refusal.response)
-    published_events = await published(kafka, topics.tool_calls, "adk-loop", 2 * len(ran) + 1)
+    published_events = await published(
+        kafka, adapter_topics.tool_calls, "adk-loop", 2 * len(ran) + 1
+    )
     blocked_seq = seq_of_call(published_events, refusal.id)
-    assert blocked_seq == await replay_first_block(broker, topics, policy_file, "adk-loop")
+    assert blocked_seq == await replay_first_block(broker, adapter_topics, policy_file, "adk-loop")
     calls = [e for e in published_events if e["type"] == "tool_call"]
     assert calls[-1]["seq"] == blocked_seq and len(ran) == len(calls) - 1  # never ran
     assert {e["agent_id"] for e in published_events} == {"reader"}
@@ -151,7 +154,7 @@ async def test_a_loop_is_refused_at_the_call_replay_blocks_and_the_agent_goes_on
 async def test_a_healthy_run_is_never_touched(
     guard: LoopGuard,  # noqa: F811  # the fixture
     broker: SessionBroker,
-    topics: TopicSet,
+    adapter_topics: TopicSet,  # noqa: F811  # the fixture
     kafka: KafkaIO,
     policy_file: Path,  # noqa: F811  # the fixture
 ) -> None:
@@ -160,14 +163,14 @@ async def test_a_healthy_run_is_never_touched(
     assert final_text(events) == "done"
     assert ran == [f"/data/part-{i}.csv" for i in range(5)]
     assert [r.response for r in responses(events)] == [{"content": f"contents of {p}"} for p in ran]
-    published_events = await published(kafka, topics.tool_calls, "adk-healthy", 10)
+    published_events = await published(kafka, adapter_topics.tool_calls, "adk-healthy", 10)
     assert [e["type"] for e in published_events] == ["tool_call", "tool_result"] * 5
-    assert await replay_first_block(broker, topics, policy_file, "adk-healthy") is None
+    assert await replay_first_block(broker, adapter_topics, policy_file, "adk-healthy") is None
 
 
 async def test_abort_run_ends_the_invocation_with_loopguards_reason(
     guard: LoopGuard,  # noqa: F811  # the fixture
-    topics: TopicSet,
+    adapter_topics: TopicSet,  # noqa: F811  # the fixture
     kafka: KafkaIO,
 ) -> None:
     ran: list[str] = []
@@ -185,7 +188,7 @@ async def test_abort_run_ends_the_invocation_with_loopguards_reason(
     async def abort_after_three() -> None:
         while len(ran) < 3:  # noqa: ASYNC110 -- polls the tool's own record, bounded below
             await asyncio.sleep(0.01)
-        await kafka.produce_json(topics.control, [abort])
+        await kafka.produce_json(adapter_topics.control, [abort])
 
     invocation = asyncio.ensure_future(run(guard, endless, ran, "adk-abort"))
     await asyncio.wait_for(abort_after_three(), 30)

@@ -21,15 +21,16 @@ from langchain_core.tools import tool
 from loopguard_fleet.adapters.core import LoopGuard
 from loopguard_fleet.adapters.langchain import LoopGuardMiddleware
 
-from .adapter_support import (  # noqa: F401  # fixtures
+from .adapter_support import (
     CALLS,
     FAILURE,
-    guard,
-    policy_file,
+    adapter_topics,  # noqa: F401  # fixture
+    guard,  # noqa: F401  # fixture
+    policy_file,  # noqa: F401  # fixture
     published,
     replay_first_block,
     seq_of_call,
-    worker,  # fixture
+    worker,  # noqa: F401  # fixture
 )
 from .conftest import KafkaIO, SessionBroker, TopicSet
 
@@ -97,7 +98,7 @@ def config(run_id: uuid.UUID) -> dict[str, Any]:
 async def test_a_loop_is_refused_at_the_call_replay_blocks_and_the_agent_goes_on(
     guard: LoopGuard,  # noqa: F811  # the fixture
     broker: SessionBroker,
-    topics: TopicSet,
+    adapter_topics: TopicSet,  # noqa: F811  # the fixture
     kafka: KafkaIO,
     policy_file: Path,  # noqa: F811  # the fixture
 ) -> None:
@@ -112,9 +113,9 @@ async def test_a_loop_is_refused_at_the_call_replay_blocks_and_the_agent_goes_on
     refusal = refusals[0]
     assert "read_file" in refusal.content and "CRITICAL" in refusal.content  # the detector's
     assert messages[-1].content == "giving up: the tool keeps failing"  # the run went on
-    events = await published(kafka, topics.tool_calls, str(run_id), 2 * len(ran) + 1)
+    events = await published(kafka, adapter_topics.tool_calls, str(run_id), 2 * len(ran) + 1)
     blocked_seq = seq_of_call(events, refusal.tool_call_id)
-    assert blocked_seq == await replay_first_block(broker, topics, policy_file, str(run_id))
+    assert blocked_seq == await replay_first_block(broker, adapter_topics, policy_file, str(run_id))
     calls = [e for e in events if e["type"] == "tool_call"]
     assert calls[-1]["seq"] == blocked_seq  # the refused call was the last one
     assert len(ran) == len(calls) - 1  # ... and it never ran
@@ -125,7 +126,7 @@ async def test_a_loop_is_refused_at_the_call_replay_blocks_and_the_agent_goes_on
 async def test_a_healthy_run_is_never_touched(
     guard: LoopGuard,  # noqa: F811  # the fixture
     broker: SessionBroker,
-    topics: TopicSet,
+    adapter_topics: TopicSet,  # noqa: F811  # the fixture
     kafka: KafkaIO,
     policy_file: Path,  # noqa: F811  # the fixture
 ) -> None:
@@ -138,14 +139,14 @@ async def test_a_healthy_run_is_never_touched(
     assert ran == [f"/data/part-{i}.csv" for i in range(5)]
     results = [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
     assert results == [f"contents of {p}" for p in ran]
-    events = await published(kafka, topics.tool_calls, str(run_id), 10)
+    events = await published(kafka, adapter_topics.tool_calls, str(run_id), 10)
     assert [e["type"] for e in events] == ["tool_call", "tool_result"] * 5
-    assert await replay_first_block(broker, topics, policy_file, str(run_id)) is None
+    assert await replay_first_block(broker, adapter_topics, policy_file, str(run_id)) is None
 
 
 async def test_abort_run_ends_the_agent_with_loopguards_reason(
     guard: LoopGuard,  # noqa: F811  # the fixture
-    topics: TopicSet,
+    adapter_topics: TopicSet,  # noqa: F811  # the fixture
     kafka: KafkaIO,
 ) -> None:
     ran: list[str] = []
@@ -165,7 +166,7 @@ async def test_abort_run_ends_the_agent_with_loopguards_reason(
     async def abort_after_three() -> None:
         while len(ran) < 3:  # noqa: ASYNC110 -- polls the tool's own record, bounded below
             await asyncio.sleep(0.01)
-        await kafka.produce_json(topics.control, [abort])
+        await kafka.produce_json(adapter_topics.control, [abort])
         while guard.abort_reason(str(run_id)) is None:  # noqa: ASYNC110 -- bounded below
             await asyncio.sleep(0.01)
 

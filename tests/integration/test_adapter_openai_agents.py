@@ -26,6 +26,7 @@ from loopguard_fleet.adapters.openai_agents import protect
 from .adapter_support import (
     CALLS,
     FAILURE,
+    adapter_topics,  # noqa: F401  # fixture
     guard,  # noqa: F401  # fixture
     policy_file,  # noqa: F401  # fixture
     published,
@@ -90,7 +91,7 @@ def config(run_id: str) -> RunConfig:
 async def test_a_loop_is_refused_at_the_call_replay_blocks_and_the_agent_goes_on(
     guard: LoopGuard,  # noqa: F811  # the fixture
     broker: SessionBroker,
-    topics: TopicSet,
+    adapter_topics: TopicSet,  # noqa: F811  # the fixture
     kafka: KafkaIO,
     policy_file: Path,  # noqa: F811  # the fixture
 ) -> None:
@@ -103,9 +104,9 @@ async def test_a_loop_is_refused_at_the_call_replay_blocks_and_the_agent_goes_on
     refused = [i for i in result.to_input_list() if i.get("type") == "function_call_output"]
     (refusal,) = [i for i in refused if is_refusal(i)]
     assert "read_file" in str(refusal["output"])
-    events = await published(kafka, topics.tool_calls, run_id, 2 * len(ran) + 1)
+    events = await published(kafka, adapter_topics.tool_calls, run_id, 2 * len(ran) + 1)
     blocked_seq = seq_of_call(events, str(refusal["call_id"]))
-    assert blocked_seq == await replay_first_block(broker, topics, policy_file, run_id)
+    assert blocked_seq == await replay_first_block(broker, adapter_topics, policy_file, run_id)
     calls = [e for e in events if e["type"] == "tool_call"]
     assert calls[-1]["seq"] == blocked_seq and len(ran) == len(calls) - 1  # never ran
     assert {(e["agent_id"], e["session_key"]) for e in events} == {("reader", "thread-1")}
@@ -118,7 +119,7 @@ async def test_a_loop_is_refused_at_the_call_replay_blocks_and_the_agent_goes_on
 async def test_a_healthy_run_is_never_touched(
     guard: LoopGuard,  # noqa: F811  # the fixture
     broker: SessionBroker,
-    topics: TopicSet,
+    adapter_topics: TopicSet,  # noqa: F811  # the fixture
     kafka: KafkaIO,
     policy_file: Path,  # noqa: F811  # the fixture
 ) -> None:
@@ -129,14 +130,14 @@ async def test_a_healthy_run_is_never_touched(
     assert ran == [f"/data/part-{i}.csv" for i in range(5)]
     outs = [i["output"] for i in result.to_input_list() if i.get("type") == "function_call_output"]
     assert outs == [f"contents of {p}" for p in ran]
-    events = await published(kafka, topics.tool_calls, run_id, 10)
+    events = await published(kafka, adapter_topics.tool_calls, run_id, 10)
     assert [e["type"] for e in events] == ["tool_call", "tool_result"] * 5
-    assert await replay_first_block(broker, topics, policy_file, run_id) is None
+    assert await replay_first_block(broker, adapter_topics, policy_file, run_id) is None
 
 
 async def test_abort_run_ends_the_run_with_the_sdks_tripwire(
     guard: LoopGuard,  # noqa: F811  # the fixture
-    topics: TopicSet,
+    adapter_topics: TopicSet,  # noqa: F811  # the fixture
     kafka: KafkaIO,
 ) -> None:
     ran: list[str] = []
@@ -156,7 +157,7 @@ async def test_abort_run_ends_the_run_with_the_sdks_tripwire(
     async def abort_after_three() -> None:
         while len(ran) < 3:  # noqa: ASYNC110 -- polls the tool's own record, bounded below
             await asyncio.sleep(0.01)
-        await kafka.produce_json(topics.control, [abort])
+        await kafka.produce_json(adapter_topics.control, [abort])
 
     run = asyncio.ensure_future(
         Runner.run(agent(guard, endless, ran), "x", run_config=config(run_id), max_turns=CALLS + 5)

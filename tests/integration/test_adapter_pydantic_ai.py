@@ -27,6 +27,7 @@ from loopguard_fleet.adapters.pydantic_ai import LoopGuardCapability, RunAborted
 from .adapter_support import (
     CALLS,
     FAILURE,
+    adapter_topics,  # noqa: F401  # fixture
     guard,  # noqa: F401  # fixture
     policy_file,  # noqa: F401  # fixture
     published,
@@ -91,7 +92,7 @@ def agent(lg: LoopGuard, model: FunctionModel, ran: list[str]) -> Agent[None, st
 async def test_a_loop_is_refused_at_the_call_replay_blocks_and_the_agent_goes_on(
     guard: LoopGuard,  # noqa: F811  # the fixture
     broker: SessionBroker,
-    topics: TopicSet,
+    adapter_topics: TopicSet,  # noqa: F811  # the fixture
     kafka: KafkaIO,
     policy_file: Path,  # noqa: F811  # the fixture
 ) -> None:
@@ -100,9 +101,9 @@ async def test_a_loop_is_refused_at_the_call_replay_blocks_and_the_agent_goes_on
     assert result.output == "giving up: the tool keeps failing"  # the run went on
     (refusal,) = refusals(result.all_messages())
     assert refusal.outcome == "failed" and "read_file" in str(refusal.content)
-    events = await published(kafka, topics.tool_calls, "pa-loop", 2 * len(ran) + 1)
+    events = await published(kafka, adapter_topics.tool_calls, "pa-loop", 2 * len(ran) + 1)
     blocked_seq = seq_of_call(events, refusal.tool_call_id)
-    assert blocked_seq == await replay_first_block(broker, topics, policy_file, "pa-loop")
+    assert blocked_seq == await replay_first_block(broker, adapter_topics, policy_file, "pa-loop")
     calls = [e for e in events if e["type"] == "tool_call"]
     assert calls[-1]["seq"] == blocked_seq and len(ran) == len(calls) - 1  # never ran
     assert {e["agent_id"] for e in events} == {"reader"}
@@ -112,7 +113,7 @@ async def test_a_loop_is_refused_at_the_call_replay_blocks_and_the_agent_goes_on
 async def test_a_healthy_run_is_never_touched(
     guard: LoopGuard,  # noqa: F811  # the fixture
     broker: SessionBroker,
-    topics: TopicSet,
+    adapter_topics: TopicSet,  # noqa: F811  # the fixture
     kafka: KafkaIO,
     policy_file: Path,  # noqa: F811  # the fixture
 ) -> None:
@@ -121,16 +122,16 @@ async def test_a_healthy_run_is_never_touched(
     assert result.output == "done"
     assert ran == [f"/data/part-{i}.csv" for i in range(5)]
     assert [p.content for p in returns(result.all_messages())] == [f"contents of {p}" for p in ran]
-    events = await published(kafka, topics.tool_calls, "pa-healthy", 10)
+    events = await published(kafka, adapter_topics.tool_calls, "pa-healthy", 10)
     assert [e["type"] for e in events] == ["tool_call", "tool_result"] * 5
-    assert await replay_first_block(broker, topics, policy_file, "pa-healthy") is None
-    ends = await published(kafka, topics.compactions, "pa-healthy", 1)
+    assert await replay_first_block(broker, adapter_topics, policy_file, "pa-healthy") is None
+    ends = await published(kafka, adapter_topics.compactions, "pa-healthy", 1)
     assert [e["type"] for e in ends] == ["run_end"]
 
 
 async def test_abort_run_ends_the_run_with_run_aborted(
     guard: LoopGuard,  # noqa: F811  # the fixture
-    topics: TopicSet,
+    adapter_topics: TopicSet,  # noqa: F811  # the fixture
     kafka: KafkaIO,
 ) -> None:
     ran: list[str] = []
@@ -150,7 +151,7 @@ async def test_abort_run_ends_the_run_with_run_aborted(
     async def abort_after_three() -> None:
         while len(ran) < 3:  # noqa: ASYNC110 -- polls the tool's own record, bounded below
             await asyncio.sleep(0.01)
-        await kafka.produce_json(topics.control, [abort])
+        await kafka.produce_json(adapter_topics.control, [abort])
 
     run = asyncio.ensure_future(
         agent(guard, FunctionModel(endless), ran).run("x", run_id="pa-abort")

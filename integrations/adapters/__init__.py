@@ -1,6 +1,7 @@
 """Framework adapters: agent frameworks' tool hooks feed LoopGuard and enforce its verdicts.
 
-`core` holds everything the adapters share (event building through `RuntimeClient`, the gate,
-fail-open/closed, block and abort messages, the warning note); each framework module only
-translates its hook points to the core. docs/integrations.md documents each one.
+What the adapters share lives once: `core.LoopGuard` (publishing through `RuntimeClient`, the
+gate, fail-open/closed, aborts, block messages), `gate` (its answer for a call, the fields a
+verdict carries, the warning note) and `versions` (the import-time version guard). Each
+framework module only translates its hook points; docs/integrations.md documents each one.
 """

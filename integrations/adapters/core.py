@@ -26,14 +26,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
-from importlib import metadata
 from types import TracebackType
-from typing import Final, Literal
+from typing import Final
 
+from loopguard_fleet.adapters.gate import (
+    ABORT_MESSAGE,
+    FALLBACK_BLOCK_MESSAGE,
+    TIMEOUT_BLOCK_MESSAGE,
+    Gate,
+    verdict_fields,
+)
 from loopguard_fleet.detectors.values import JSON
 from loopguard_fleet.streams.client import (
     MISSING,
@@ -44,82 +48,12 @@ from loopguard_fleet.streams.client import (
     VerdictReply,
 )
 
-__all__ = [
-    "FALLBACK_BLOCK_MESSAGE",
-    "Gate",
-    "LoopGuard",
-    "VerdictFields",
-    "jsonable",
-    "require_version",
-    "verdict_fields",
-    "with_note",
-]
+__all__ = ["LoopGuard", "jsonable"]
 
 log = logging.getLogger(__name__)
 
-FALLBACK_BLOCK_MESSAGE: Final = "LoopGuard blocked this tool call: it repeats a loop."
-TIMEOUT_BLOCK_MESSAGE: Final = "LoopGuard did not answer in time; this tool call was not run."
-ABORT_MESSAGE: Final = "LoopGuard stopped this run: it is stuck in a tool loop."
 _MAX_REMEMBERED: Final = 10_000
 _LOOP_EVENT_WAIT: Final = 0.05  # the loop_event precedes its verdict on the partition
-
-GateAction = Literal["allow", "block", "abort"]
-
-
-@dataclass(frozen=True, slots=True)
-class VerdictFields:
-    """What a verdict tells the runtime beyond its decision."""
-
-    detector: str | None = None
-    level: str | None = None
-    count: int | None = None
-    message: str | None = None
-    note: str | None = None
-
-
-def verdict_fields(reply: VerdictReply) -> VerdictFields:
-    """The detector, level, count, message and note a verdict carries (None when absent)."""
-    # The one place that reads the verdict's payload: when `VerdictReply` gains these as
-    # properties, this function reads them instead.
-    msg = reply.message
-
-    def text(key: str) -> str | None:
-        value = msg.get(key)
-        return value if isinstance(value, str) and value else None
-
-    count = msg.get("count")
-    return VerdictFields(
-        detector=text("detector"),
-        level=text("level"),
-        count=count if isinstance(count, int) and not isinstance(count, bool) else None,
-        message=text("message"),
-        note=text("note"),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Gate:
-    """The guard's answer for one tool call: run it, refuse it, or refuse it and end the run."""
-
-    action: GateAction
-    run_id: str
-    tool_call_id: str
-    tool: str
-    args: JSON
-    message: str | None = None  # what the model sees instead of the tool's result
-    note: str | None = None  # a warning to append to the tool's result
-    detector: str | None = None
-    is_timeout: bool = False
-
-    @property
-    def is_allowed(self) -> bool:
-        """True when the tool should run."""
-        return self.action == "allow"
-
-
-def with_note(text: str, note: str | None) -> str:
-    """`text` with a warning note appended on its own line (unchanged without a note)."""
-    return f"{text}\n\n{note}" if note else text
 
 
 def jsonable(value: object) -> JSON:
@@ -135,36 +69,6 @@ def jsonable(value: object) -> JSON:
         with contextlib.suppress(TypeError, ValueError):
             return jsonable(dump(mode="json"))
     return str(value)
-
-
-_VERSION_PART = re.compile(r"\d+")
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    parts = []
-    for piece in text.split(".")[:3]:
-        m = _VERSION_PART.match(piece)
-        if m is None:
-            break
-        parts.append(int(m.group()))
-    return tuple(parts)
-
-
-def require_version(distribution: str, lowest: str, below: str) -> str:
-    """The installed version of `distribution`; ImportError naming the range if outside it."""
-    try:
-        found = metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        raise ImportError(
-            f"loopguard_fleet.adapters needs {distribution}>={lowest},<{below}, which is not "
-            "installed (docs/integrations.md names the extra that installs it)"
-        ) from None
-    if not _version_tuple(lowest) <= _version_tuple(found) < _version_tuple(below):
-        raise ImportError(
-            f"loopguard_fleet.adapters supports {distribution}>={lowest},<{below}; "
-            f"{found} is installed"
-        )
-    return found
 
 
 class LoopGuard:

@@ -21,7 +21,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Final
 
-from loopguard_fleet.adapters.core import Gate, LoopGuard, jsonable, require_version
+from loopguard_fleet.adapters.core import LoopGuard, jsonable
+from loopguard_fleet.adapters.gate import Gate
+from loopguard_fleet.adapters.versions import require_version
 
 require_version("google-adk", "2.13", "3")
 

@@ -22,7 +22,9 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from loopguard_fleet.adapters.core import LoopGuard, jsonable, require_version, with_note
+from loopguard_fleet.adapters.core import LoopGuard, jsonable
+from loopguard_fleet.adapters.gate import with_note
+from loopguard_fleet.adapters.versions import require_version
 
 require_version("langchain", "1.5", "2")
 require_version("langchain-core", "1.8", "2")

@@ -27,7 +27,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Final
 
-from loopguard_fleet.adapters.core import Gate, LoopGuard, jsonable, require_version, with_note
+from loopguard_fleet.adapters.core import LoopGuard, jsonable
+from loopguard_fleet.adapters.gate import Gate, with_note
+from loopguard_fleet.adapters.versions import require_version
 
 require_version("openai-agents", "0.24", "0.25")
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loopguard_fleet.adapters.core import LoopGuard, jsonable, require_version, with_note
+from loopguard_fleet.adapters.core import LoopGuard, jsonable
+from loopguard_fleet.adapters.gate import with_note
+from loopguard_fleet.adapters.versions import require_version
 
 require_version("pydantic-ai-slim", "2.68", "3")
 

@@ -12,16 +12,15 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from loopguard_fleet.adapters.core import (
+from loopguard_fleet.adapters.core import LoopGuard, jsonable
+from loopguard_fleet.adapters.gate import (
     FALLBACK_BLOCK_MESSAGE,
     TIMEOUT_BLOCK_MESSAGE,
-    LoopGuard,
     VerdictFields,
-    jsonable,
-    require_version,
     verdict_fields,
     with_note,
 )
+from loopguard_fleet.adapters.versions import require_version
 from loopguard_fleet.streams.client import RuntimeClient, VerdictReply
 
 pytestmark = pytest.mark.adapters

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import sys
-from collections.abc import AsyncIterator, Mapping
 from importlib import metadata
 from typing import Any
 
@@ -21,40 +20,11 @@ from loopguard_fleet.adapters.gate import (
     with_note,
 )
 from loopguard_fleet.adapters.versions import require_version
-from loopguard_fleet.streams.client import RuntimeClient, VerdictReply
+from loopguard_fleet.streams.client import VerdictReply
+
+from .fakes import NOTE, FakeClient
 
 pytestmark = pytest.mark.adapters
-
-NOTE = (
-    "[System note: Tool-loop warning after 10 repeated calls. Change your approach or stop if "
-    "you are not making progress.]"
-)
-
-
-class FakeClient(RuntimeClient):
-    """A RuntimeClient that records what it publishes and answers verdicts from a script."""
-
-    def __init__(self, replies: Mapping[str, VerdictReply] | None = None, **kw: Any) -> None:
-        super().__init__("127.0.0.1:9", **kw)
-        self.sent: list[dict[str, Any]] = []
-        self.replies = dict(replies or {})
-        self.control: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-
-    async def start(self) -> None:
-        return None
-
-    async def close(self) -> None:
-        self.control.put_nowait(None)
-
-    async def publish(self, event: Mapping[str, Any]) -> None:
-        self.sent.append(dict(event))
-
-    async def verdict(self, run_id: str, tool_call_id: str, timeout: float = 2.0) -> VerdictReply:  # noqa: ASYNC109
-        return self.replies.get(tool_call_id, VerdictReply("allow", is_timeout=True))
-
-    async def commands(self) -> AsyncIterator[dict[str, Any]]:
-        while (msg := await self.control.get()) is not None:
-            yield msg
 
 
 def verdict(decision: str, **fields: Any) -> VerdictReply:

@@ -26,7 +26,7 @@ from loopguard_fleet.adapters.core import LoopGuard, jsonable
 from loopguard_fleet.adapters.gate import with_note
 from loopguard_fleet.adapters.versions import require_version
 
-require_version("pydantic-ai-slim", "2.68", "3")
+require_version("pydantic-ai-slim", "2.66", "3")
 
 from pydantic_ai import RunContext  # noqa: E402 -- after the version guard
 from pydantic_ai.capabilities import AbstractCapability  # noqa: E402

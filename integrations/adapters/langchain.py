@@ -39,13 +39,14 @@ from langchain.agents.middleware import (  # noqa: E402 -- after the version gua
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
 from langgraph.config import get_config  # noqa: E402
 from langgraph.prebuilt.tool_node import ToolCallRequest  # noqa: E402
-from langgraph.runtime import Runtime  # noqa: E402
+from langgraph.runtime import ExecutionInfo, Runtime  # noqa: E402
 from langgraph.types import Command  # noqa: E402
 
 __all__ = ["LoopGuardMiddleware", "LoopGuardState"]
 
 RUN_KEY: Final = "loopguard_run_id"
 _MAX_SUMMARIES: Final = 10_000
+_MAX_RUNS: Final = 10_000
 
 
 class LoopGuardState(AgentState[Any]):
@@ -54,9 +55,10 @@ class LoopGuardState(AgentState[Any]):
     loopguard_run_id: NotRequired[str]
 
 
-def _ids(runtime: Runtime[Any] | None, agent_id: str | None) -> tuple[str, str | None, str | None]:
-    """(run_id, session_key, agent_id) of the invocation whose graph node is running."""
-    info = runtime.execution_info if runtime is not None else None
+def _ids(
+    info: ExecutionInfo | None, agent_id: str | None
+) -> tuple[str | None, str | None, str | None]:
+    """(LangGraph's run id, thread id, agent id) of the node that is running (None if unknown)."""
     config = get_config()
     thread = info.thread_id if info is not None else None
     if thread is None:
@@ -64,7 +66,7 @@ def _ids(runtime: Runtime[Any] | None, agent_id: str | None) -> tuple[str, str |
     run_id = info.run_id if info is not None else None
     name = (config.get("metadata") or {}).get("lc_agent_name")
     return (
-        str(run_id) if run_id is not None else uuid.uuid4().hex,
+        str(run_id) if run_id is not None else None,
         str(thread) if thread is not None else None,
         agent_id or (str(name) if name is not None else None),
     )
@@ -84,16 +86,19 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         super().__init__()
         self.guard = guard
         self.agent_id = agent_id
-        self._agents: dict[str, str | None] = {}
+        self._agents: OrderedDict[str, str | None] = OrderedDict()
         self._summaries: OrderedDict[str, None] = OrderedDict()
 
     async def abefore_agent(
         self, state: LoopGuardState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Name this invocation's LoopGuard run."""
-        run_id, session_key, agent_id = _ids(runtime, self.agent_id)
+        found, session_key, agent_id = _ids(runtime.execution_info, self.agent_id)
+        run_id = found or uuid.uuid4().hex
         self.guard.run(run_id, agent_id, session_key)
         self._agents[run_id] = agent_id
+        if len(self._agents) > _MAX_RUNS:  # runs that raised never reach aafter_agent
+            self._agents.popitem(last=False)
         return {RUN_KEY: run_id}
 
     @hook_config(can_jump_to=["end"])
@@ -139,8 +144,10 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         call = request.tool_call
         state = request.state if isinstance(request.state, dict) else {}
         run_id = state.get(RUN_KEY)
-        if run_id is None:  # a ToolNode outside create_agent
-            run_id, _, _ = _ids(None, self.agent_id)
+        if run_id is None:  # a ToolNode outside create_agent: the run, else the thread
+            info = request.runtime.execution_info if request.runtime is not None else None
+            found, thread, _ = _ids(info, self.agent_id)
+            run_id = found or thread or uuid.uuid4().hex
         name, call_id = call["name"], call.get("id")
         gate = await self.guard.before_call(
             run_id, self._agents.get(run_id, self.agent_id), name, jsonable(call["args"]), call_id

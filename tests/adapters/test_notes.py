@@ -86,3 +86,39 @@ async def test_google_adk_adds_the_note_to_the_tool_response() -> None:
     seen = [r.response for r in responses(events)]
     assert seen == [{"content": f"contents of {p}", "loopguard_note": NOTE} for p in PATHS]
     assert raw_results(guard) == [{"content": f"contents of {p}"} for p in PATHS]
+
+
+async def test_langchain_publishes_a_compaction_when_summarization_runs() -> None:
+    pytest.importorskip("langchain")
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from loopguard_fleet.adapters.langchain import LoopGuardMiddleware
+    from tests.integration.test_adapter_langchain import ScriptedChat, call
+
+    turns: list[int] = []  # the history shrinks when summarised: count turns here
+
+    def summarise(messages: Any) -> AIMessage:
+        if isinstance(messages[-1], HumanMessage) and "summar" in str(messages[-1].content):
+            return AIMessage(content="the parts read so far")
+        turns.append(len(turns))
+        if len(turns) > 5:
+            return AIMessage(content="done")
+        return call("read_file", {"path": f"/data/part-{len(turns)}.csv"}, len(turns))
+
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return f"contents of {path}"
+
+    model = ScriptedChat(script=summarise)
+    summary = SummarizationMiddleware(model, trigger=("messages", 6), keep=("messages", 2))
+    async with warning_guard() as guard:
+        agent = create_agent(
+            model, [read_file], middleware=[summary, LoopGuardMiddleware(guard, agent_id="a")]
+        )
+        await agent.ainvoke({"messages": [("user", "read")]}, {"recursion_limit": 100})
+    sent: list[dict[str, Any]] = guard.client.sent  # type: ignore[attr-defined]
+    kinds = [e["type"] for e in sent]
+    assert "compaction" in kinds, kinds
+    assert kinds[-1] == "run_end"

@@ -1,6 +1,7 @@
-"""A warning's note reaches the model through each framework's real loop; LoopGuard records the
-raw outcome (the note is not progress). The worker's verdict is played by a fake client that
-answers every call "warn" with OpenClaw's note."""
+"""Each framework's real loop without a broker: a warning's note reaches the model while
+LoopGuard records the raw outcome (the note is not progress), and LangChain's summarisation
+publishes a compaction. A fake client plays the worker: every verdict is "warn" with
+OpenClaw's note."""
 
 from __future__ import annotations
 

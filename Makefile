@@ -50,6 +50,7 @@ TYPECHECK_TREE := build/typecheck/loopguard_fleet
 typecheck: $(STAMP)  ## mypy --strict on the engine, config and the stream side
 	@mkdir -p $(TYPECHECK_TREE)
 	@for p in detectors config streams; do ln -sfn ../../../$$p $(TYPECHECK_TREE)/$$p; done
+	@ln -sfn ../../../integrations/adapters $(TYPECHECK_TREE)/adapters
 	cd build/typecheck && $(abspath $(BIN))/mypy --config-file ../../pyproject.toml -p loopguard_fleet
 
 unit: $(STAMP)  ## tests that need no broker

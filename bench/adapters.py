@@ -64,7 +64,7 @@ class InstantClient(RuntimeClient):
         orjson.dumps(dict(event))  # what the real client does to every event before sending
 
     async def verdict(self, run_id: str, tool_call_id: str, timeout: float = 2.0) -> VerdictReply:  # noqa: ASYNC109
-        return VerdictReply("allow", message={"decision": "allow"})
+        return VerdictReply.from_payload({"decision": "allow"})
 
     async def commands(self) -> AsyncIterator[dict[str, Any]]:
         await asyncio.Event().wait()

@@ -36,7 +36,6 @@ from loopguard_fleet.adapters.gate import (
     FALLBACK_BLOCK_MESSAGE,
     TIMEOUT_BLOCK_MESSAGE,
     Gate,
-    verdict_fields,
 )
 from loopguard_fleet.detectors.values import JSON
 from loopguard_fleet.streams.client import (
@@ -164,15 +163,14 @@ class LoopGuard:
         reply = await handle.verdict(call_id, timeout=self.verdict_timeout)
         if reply.is_timeout:
             return self._unanswered(run_id, call_id, tool, args)
-        fields = verdict_fields(reply)
         if reply.decision == "block":
-            message = fields.message or await self._loop_message(reply)
+            message = reply.message or await self._loop_message(reply)
             return Gate(
                 "block", run_id, call_id, tool, args,
-                message=message or FALLBACK_BLOCK_MESSAGE, detector=fields.detector,
+                message=message or FALLBACK_BLOCK_MESSAGE, detector=reply.detector,
             )  # fmt: skip
-        note = fields.note if reply.decision == "warn" and self.show_warnings else None
-        return Gate("allow", run_id, call_id, tool, args, note=note, detector=fields.detector)
+        note = reply.note if reply.decision == "warn" and self.show_warnings else None
+        return Gate("allow", run_id, call_id, tool, args, note=note, detector=reply.detector)
 
     def _unanswered(self, run_id: str, call_id: str, tool: str, args: JSON) -> Gate:
         if self.fail_closed:
@@ -218,7 +216,7 @@ class LoopGuard:
 
     async def _loop_message(self, reply: VerdictReply) -> str | None:
         """The message of the loop_event behind a block (read from the control topic)."""
-        trigger = reply.message.get("trigger_event_id")
+        trigger = reply.payload.get("trigger_event_id")
         if not isinstance(trigger, str):
             return None
         if trigger not in self._loop_events:

@@ -1,7 +1,7 @@
 """What the guard answers for one tool call, and what a verdict carries besides its decision.
 
-Pure values and functions: no I/O. `verdict_fields` is the one place that reads a verdict's
-payload beyond its decision.
+Pure values and functions: no I/O. What a verdict says beyond its decision (detector,
+message, note) comes from `VerdictReply`, the runtime client's reading of it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from loopguard_fleet.detectors.values import JSON
-from loopguard_fleet.streams.client import VerdictReply
 
 __all__ = [
     "ABORT_MESSAGE",
@@ -18,8 +17,6 @@ __all__ = [
     "TIMEOUT_BLOCK_MESSAGE",
     "Gate",
     "GateAction",
-    "VerdictFields",
-    "verdict_fields",
     "with_note",
 ]
 
@@ -27,37 +24,6 @@ FALLBACK_BLOCK_MESSAGE: Final = "LoopGuard blocked this tool call: it repeats a 
 TIMEOUT_BLOCK_MESSAGE: Final = "LoopGuard did not answer in time; this tool call was not run."
 ABORT_MESSAGE: Final = "LoopGuard stopped this run: it is stuck in a tool loop."
 GateAction = Literal["allow", "block", "abort"]
-
-
-@dataclass(frozen=True, slots=True)
-class VerdictFields:
-    """What a verdict tells the runtime beyond its decision."""
-
-    detector: str | None = None
-    level: str | None = None
-    count: int | None = None
-    message: str | None = None
-    note: str | None = None
-
-
-def verdict_fields(reply: VerdictReply) -> VerdictFields:
-    """The detector, level, count, message and note a verdict carries (None when absent)."""
-    # The one place that reads the verdict's payload: when `VerdictReply` gains these as
-    # properties, this function reads them instead.
-    msg = reply.message
-
-    def text(key: str) -> str | None:
-        value = msg.get(key)
-        return value if isinstance(value, str) and value else None
-
-    count = msg.get("count")
-    return VerdictFields(
-        detector=text("detector"),
-        level=text("level"),
-        count=count if isinstance(count, int) and not isinstance(count, bool) else None,
-        message=text("message"),
-        note=text("note"),
-    )
 
 
 @dataclass(frozen=True, slots=True)

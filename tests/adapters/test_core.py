@@ -15,8 +15,6 @@ from loopguard_fleet.adapters.core import LoopGuard, jsonable
 from loopguard_fleet.adapters.gate import (
     FALLBACK_BLOCK_MESSAGE,
     TIMEOUT_BLOCK_MESSAGE,
-    VerdictFields,
-    verdict_fields,
     with_note,
 )
 from loopguard_fleet.adapters.versions import require_version
@@ -31,7 +29,7 @@ def verdict(decision: str, **fields: Any) -> VerdictReply:
     """A worker's verdict for call c1 of run r1 (trigger event r1:1) with extra payload fields."""
     msg = {"type": "verdict", "run_id": "r1", "tool_call_id": "c1", "decision": decision,
            "trigger_event_id": "r1:1", "seq": 1, **fields}  # fmt: skip
-    return VerdictReply(decision, message=msg)  # type: ignore[arg-type]
+    return VerdictReply.from_payload(msg)
 
 
 async def test_a_block_refuses_with_the_verdicts_message_and_records_no_outcome() -> None:
@@ -107,14 +105,6 @@ async def test_privacy_mode_hashes_at_the_edge() -> None:
         await guard.after_call(gate, result={"text": "secret contents"})
     assert "secret" not in repr(client.sent)
     assert {"args_hash", "result_hash"} <= set(client.sent[0]) | set(client.sent[1])
-
-
-def test_verdict_fields_reads_the_payload_and_ignores_what_is_not_there() -> None:
-    full = verdict("warn", detector="generic_repeat", level="warning", count=10, message="m",
-                   note=NOTE)  # fmt: skip
-    assert verdict_fields(full) == VerdictFields("generic_repeat", "warning", 10, "m", NOTE)
-    assert verdict_fields(VerdictReply("allow")) == VerdictFields()
-    assert verdict_fields(verdict("warn", count=True, note="")) == VerdictFields()
 
 
 def test_jsonable_turns_framework_values_into_json() -> None:

@@ -21,7 +21,7 @@ PATHS = [f"/data/part-{i}.csv" for i in range(5)]
 
 def warning_guard() -> LoopGuard:
     """A gate-mode guard whose every verdict is a warning with OpenClaw's note."""
-    reply = VerdictReply("warn", message={"decision": "warn", "note": NOTE, "count": 10})
+    reply = VerdictReply.from_payload({"decision": "warn", "note": NOTE, "count": 10})
     return LoopGuard(FakeClient(default=reply))
 
 

@@ -34,6 +34,7 @@ def test_the_wheel_holds_our_root_the_pom_and_nothing_named_loopguard(dists: Dis
     assert "loopguard_fleet/deploy/kafka/pom.xml" in names
     assert "loopguard_fleet/streams/cli.py" in names
     assert "loopguard_fleet/detectors/py.typed" in names
+    assert "loopguard_fleet/adapters/langchain.py" in names
 
 
 def test_the_sdist_holds_what_a_rebuild_needs(dists: Dists) -> None:

@@ -32,7 +32,6 @@ def raw_results(guard: LoopGuard) -> list[Any]:
 
 
 async def test_langchain_appends_the_note_to_the_tool_message() -> None:
-    pytest.importorskip("langchain")
     from langchain_core.messages import ToolMessage
 
     from tests.integration.test_adapter_langchain import agent, healthy
@@ -46,7 +45,6 @@ async def test_langchain_appends_the_note_to_the_tool_message() -> None:
 
 
 async def test_pydantic_ai_appends_the_note_to_the_tool_return() -> None:
-    pytest.importorskip("pydantic_ai")
     from pydantic_ai.models.function import FunctionModel
 
     from tests.integration.test_adapter_pydantic_ai import agent, healthy, returns
@@ -62,7 +60,6 @@ async def test_pydantic_ai_appends_the_note_to_the_tool_return() -> None:
 async def test_openai_agents_sends_the_output_with_the_note(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pytest.importorskip("agents")
     monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "true")
     from agents import Runner
 
@@ -78,7 +75,6 @@ async def test_openai_agents_sends_the_output_with_the_note(
 
 
 async def test_google_adk_adds_the_note_to_the_tool_response() -> None:
-    pytest.importorskip("google.adk")
     from tests.integration.test_adapter_google_adk import healthy, responses, run
 
     ran: list[str] = []
@@ -90,7 +86,6 @@ async def test_google_adk_adds_the_note_to_the_tool_response() -> None:
 
 
 async def test_langchain_publishes_a_compaction_when_summarization_runs() -> None:
-    pytest.importorskip("langchain")
     from langchain.agents import create_agent
     from langchain.agents.middleware import SummarizationMiddleware
     from langchain_core.messages import AIMessage, HumanMessage

@@ -9,9 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("google.adk", reason="the [google-adk] extra is part of [dev]")
-
 from google.adk.agents import LlmAgent
 from google.adk.events import Event
 from google.adk.models.base_llm import BaseLlm

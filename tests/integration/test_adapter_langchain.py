@@ -9,9 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("langchain", reason="the [langchain] extra is part of [dev]")
-
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage

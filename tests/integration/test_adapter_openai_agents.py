@@ -7,9 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("agents", reason="the [openai-agents] extra is part of [dev]")
-
 from agents import (
     Agent,
     RunConfig,

@@ -6,9 +6,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("pydantic_ai", reason="the [pydantic-ai] extra is part of [dev]")
-
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import (

@@ -96,8 +96,10 @@ def test_the_report_renders_with_its_numbers_and_plots(tmp_path, capsys) -> None
     assert metrics == {
         "events": "297", "runs": "3", "stopped-current": "2", "stopped-candidate": "2",
         "earlier": "1", "calls-earlier": "9", "later": "0", "saved-difference": "+9",
-        "healthy-hit": "0",
+        "healthy-hit": "0", "thresholds-changed": "1", "moved-runs": "1",
     }  # fmt: skip
+    # Every run whose first stop moved is listed: here the one that stops earlier.
+    assert int(metrics["moved-runs"]) == int(metrics["earlier"]) + int(metrics["later"])
     points = re.findall(
         r'data-run="([^"]+)" data-current="(\d*)" data-candidate="(\d*)"', dom.stdout
     )

@@ -9,10 +9,11 @@ call by call so both sides see the same broker and load:
 - each adapter: its own tool hook with a no-op tool (LangChain's `awrap_tool_call`,
   pydantic-ai's `wrap_tool_execute`, the Agents SDK's input and output guardrails, ADK's
   `before_tool` / `after_tool`), the worker answering allow.
-Reports p50/p99 per side and the overhead: an adapter's p50 minus the bare p50. The live round
-trip spreads over the client's 100 ms fetch cycle (each call waits a random 0-100 ms first so
-no side sits in one phase of it), which hides a sub-ms difference at this sample size; the
-first figure isolates the adapters' own cost: the same calls against a client whose verdict
+Reports p50/p99 per side and the overhead: an adapter's p50 minus the bare p50. The worker
+and the client fetch with a 5 ms max-wait, as `loopguard up` and `RuntimeClient` do by
+default; each call first waits a random 0-10 ms so no side sits in one phase of the fetch
+cycle. Broker noise can still hide a sub-ms difference at a small sample; the first figure
+isolates the adapters' own cost: the same calls against a client whose verdict
 answers allow at once (no broker). One JSON line per figure.
 """
 
@@ -258,7 +259,7 @@ async def live(n: int, workdir: Path) -> dict[str, Any]:
             LOOPGUARD_TOPIC_DEAD_LETTER=names[3], LOOPGUARD_APP_ID="bench-adapters",
             LOOPGUARD_DATA_DIR=str(workdir / "data"), LOOPGUARD_WEB_PORT=str(free_port()),
             LOOPGUARD_POLICY_FILE=str(policy), LOOPGUARD_LOG_LEVEL="warning",
-            LOOPGUARD_RECOVERY_CONSISTENCY_CHECK="false",
+            LOOPGUARD_RECOVERY_CONSISTENCY_CHECK="false", LOOPGUARD_FETCH_MAX_WAIT_MS="5",
         )  # fmt: skip
         log = workdir / "worker.log"
         proc = start_worker(env, log)
@@ -272,7 +273,7 @@ async def live(n: int, workdir: Path) -> dict[str, Any]:
                     cid = await probe.tool_call("read", {"path": "/r"}, want_verdict=True)
                     if not (await probe.verdict(cid, timeout=2.0)).is_timeout:
                         break
-                return await pairs(both(guard, "live"), n, 0.1)
+                return await pairs(both(guard, "live"), n, 0.01)
         finally:
             stop_process(proc, timeout=30)
 

@@ -330,15 +330,23 @@ def result_key(
             return _raw(_poll_outcome(action, details, text))
     if _is_send(tool, args, channel_tools):
         return _raw(_strip_send_ids(details))
-    # Rule 8 written out: the hottest path, and the keys are already in order. The text is a
-    # str, which orjson writes as canonical JSON does unless it holds a lone surrogate; the
-    # parts go to the hash one by one instead of being joined (0.4-0.6 µs a result less).
+    return _details_text_key(canonical_json_bytes(details), _text_json(text))
+
+
+def _text_json(text: str) -> bytes:
+    """The canonical JSON of a string: orjson's unless it holds a lone surrogate."""
     try:
-        text_json = orjson.dumps(text)
+        return orjson.dumps(text)
     except orjson.JSONEncodeError:
-        text_json = canonical_json_bytes(text)
+        return canonical_json_bytes(text)
+
+
+def _details_text_key(details_json: bytes, text_json: bytes) -> bytes:
+    """Rule 8's raw digest of `{"details": …, "text": …}` from both parts' canonical JSON."""
+    # Rule 8 written out: the hottest path, and the keys are already in order; the parts go
+    # to the hash one by one instead of being joined (0.4-0.6 µs a result less).
     h = sha256(b'{"details":')
-    h.update(canonical_json_bytes(details))
+    h.update(details_json)
     h.update(b',"text":')
     h.update(text_json)
     h.update(b"}")

@@ -8,7 +8,6 @@ rule 8, and the argument-churn liveness signal on poll and ping-pong warnings.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
 
 from loopguard_fleet.detectors.hashkeys import HashKey
 from loopguard_fleet.detectors.history import repeat_counts
@@ -101,7 +100,7 @@ def _detect_2026_9(history: list[Record], call: ToolCall, th: Thresholds) -> Ver
     if streak >= th.global_circuit_breaker_threshold:
         verdict = circuit_breaker.check(call, streak, latest, th)
         if verdict is not None:
-            return replace(verdict, message=circuit_breaker.message_2026_9(tool, streak))
+            return _reworded(verdict, circuit_breaker.message_2026_9(tool, streak))
     is_poll = known_poll.is_known_poll(call)
     if is_poll:
         verdict = known_poll.check(call, streak, latest, th)
@@ -115,10 +114,10 @@ def _detect_2026_9(history: list[Record], call: ToolCall, th: Thresholds) -> Ver
     if not is_poll and (streak >= th.critical_threshold or th.warning_threshold <= 0):
         verdict = generic_repeat.check(call, streak, latest, 0, th)
         if verdict is not None:
-            return replace(verdict, message=generic_repeat.message_2026_9(tool, streak))
+            return _reworded(verdict, generic_repeat.message_2026_9(tool, streak))
     verdict = argument_churn.check(call, *argument_churn.churn(history, tool, ahash), th)
     if verdict is not None:
-        return replace(verdict, liveness_signal=argument_churn.LIVENESS_SIGNAL)
+        return _live(verdict)
     if is_poll or (recent < th.warning_threshold and th.critical_threshold > 0):
         return None  # rule 8 gives nothing below the warning threshold
     return generic_repeat.check(call, 0, latest, recent, th)
@@ -132,7 +131,31 @@ def _with_liveness(
         return verdict
     if argument_churn.churn(history, call.tool, call.args_hash)[0] < th.warning_threshold:
         return verdict
-    return replace(verdict, liveness_signal=argument_churn.LIVENESS_SIGNAL)
+    return _live(verdict)
+
+
+# Verdicts made anew rather than with dataclasses.replace, which looks the fields up each
+# time (~2 µs; a looping run is blocked at every call).
+def _reworded(verdict: Verdict, message: str) -> Verdict:
+    """The verdict with OpenClaw 2026.9's wording."""
+    v = verdict
+    return Verdict(
+        v.level, v.detector, v.count, message, v.warning_key, v.paired_tool, v.liveness_signal
+    )
+
+
+def _live(verdict: Verdict) -> Verdict:
+    """The verdict carrying the argument-churn liveness signal."""
+    v = verdict
+    return Verdict(
+        v.level,
+        v.detector,
+        v.count,
+        v.message,
+        v.warning_key,
+        v.paired_tool,
+        argument_churn.LIVENESS_SIGNAL,
+    )
 
 
 # A looping run warns under the same key at every call: the short ids are memoised (bounded,

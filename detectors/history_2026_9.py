@@ -68,11 +68,16 @@ def _store(
         rec = history[i]
         if rec.result_key is not None:  # completed records first, by a slot: most of the window
             continue
-        if tcid and rec.tool_call_id != tcid:
+        # The pending record of this call: no outcome kind, and this call's id if it has one.
+        # Its rare fields are read from the slot at once (records.py), not through a property
+        # each: in a blocked loop every veto walks a window of vetoes.
+        rare = rec._rare
+        if rare is None:
+            if tcid:
+                continue
+        elif (tcid and rare[0] != tcid) or rare[2] is not None:
             continue
-        if rec.tool != tool or rec.args_hash != ahash:
-            continue
-        if rec.outcome_kind is None:
+        if rec.tool == tool and rec.args_hash == ahash:
             history[i] = done
             return done
     history.append(done)

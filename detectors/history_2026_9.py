@@ -71,11 +71,11 @@ def _store(
         # The pending record of this call: no outcome kind, and this call's id if it has one.
         # Its rare fields are read from the slot at once (records.py), not through a property
         # each: in a blocked loop every veto walks a window of vetoes.
-        rare = rec._rare
-        if rare is None:
+        fields = rec._rare
+        if fields is None:
             if tcid:
                 continue
-        elif (tcid and rare[0] != tcid) or rare[2] is not None:
+        elif (tcid and fields[0] != tcid) or fields[2] is not None:
             continue
         if rec.tool == tool and rec.args_hash == ahash:
             history[i] = done

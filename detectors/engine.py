@@ -8,8 +8,6 @@ rule 8, and the argument-churn liveness signal on poll and ping-pong warnings.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from dataclasses import replace
 
 from loopguard_fleet.detectors.hashkeys import HashKey
 from loopguard_fleet.detectors.history import repeat_counts
@@ -23,7 +21,7 @@ from loopguard_fleet.detectors.rules import (
     unknown_tool,
 )
 from loopguard_fleet.detectors.state import RunState
-from loopguard_fleet.detectors.streaks import no_progress_2026_9, recent_count
+from loopguard_fleet.detectors.streaks import counts_2026_9
 from loopguard_fleet.detectors.values import Record, Thresholds, ToolCall, Verdict
 
 BUCKET_SIZE = 10  # fixed by docs/semantics.md §7.3, whatever warningThreshold is
@@ -92,49 +90,72 @@ def _decide(
 
 def _detect_2026_9(history: list[Record], call: ToolCall, th: Thresholds) -> Verdict | None:
     """OpenClaw 2026.9's decision order (docs/semantics.md, "Decision order")."""
-    verdict = unknown_tool.check(history, call, th)
-    if verdict is not None:
-        return verdict
+    # As in `_decide`, a rule's first test is made here when most calls pass none of it.
+    if history and history[-1].unknown_tool_name:
+        verdict = unknown_tool.check(history, call, th)
+        if verdict is not None:
+            return verdict
     tool, ahash = call.tool, call.args_hash
-    streak, latest = no_progress_2026_9(history, tool, ahash)
-    churned: list[tuple[int, int]] = []  # argument churn, walked only once a rule reads it
-
-    def churn() -> tuple[int, int]:
-        if not churned:
-            churned.append(argument_churn.churn(history, tool, ahash))
-        return churned[0]
-
-    verdict = circuit_breaker.check(call, streak, latest, th)
-    if verdict is not None:
-        return replace(verdict, message=circuit_breaker.message_2026_9(tool, streak))
+    streak, latest, recent = counts_2026_9(history, tool, ahash)
+    if streak >= th.global_circuit_breaker_threshold:
+        verdict = circuit_breaker.check(call, streak, latest, th)
+        if verdict is not None:
+            return _reworded(verdict, circuit_breaker.message_2026_9(tool, streak))
     is_poll = known_poll.is_known_poll(call)
     if is_poll:
         verdict = known_poll.check(call, streak, latest, th)
         if verdict is not None:
-            return _with_liveness(verdict, churn, th)
-    verdict = ping_pong.check(history, call, th)
-    if verdict is not None:
-        return _with_liveness(verdict, churn, th)
-    if not is_poll:
-        # Rule 7 alone: a zero recent count keeps generic_repeat from warning here.
+            return _with_liveness(verdict, history, call, th)
+    if len(history) > 1 and history[-1].args_hash != ahash:  # else no alternation
+        verdict = ping_pong.check(history, call, th)
+        if verdict is not None:
+            return _with_liveness(verdict, history, call, th)
+    # Rule 7 alone (a zero recent count keeps generic_repeat from warning), when it can fire.
+    if not is_poll and (streak >= th.critical_threshold or th.warning_threshold <= 0):
         verdict = generic_repeat.check(call, streak, latest, 0, th)
         if verdict is not None:
-            return replace(verdict, message=generic_repeat.message_2026_9(tool, streak))
-    verdict = argument_churn.check(call, *churn(), th)
+            return _reworded(verdict, generic_repeat.message_2026_9(tool, streak))
+    verdict = argument_churn.check(call, *argument_churn.churn(history, tool, ahash), th)
     if verdict is not None:
-        return replace(verdict, liveness_signal=argument_churn.LIVENESS_SIGNAL)
-    if is_poll:
-        return None
-    return generic_repeat.check(call, 0, latest, recent_count(history, tool, ahash), th)
+        return _live(verdict)
+    if is_poll or (recent < th.warning_threshold and th.critical_threshold > 0):
+        return None  # rule 8 gives nothing below the warning threshold
+    return generic_repeat.check(call, 0, latest, recent, th)
 
 
 def _with_liveness(
-    verdict: Verdict, churn: Callable[[], tuple[int, int]], th: Thresholds
+    verdict: Verdict, history: list[Record], call: ToolCall, th: Thresholds
 ) -> Verdict:
     """A warning carries the argument-churn liveness signal when churn is at the threshold."""
-    if verdict.level != "warning" or churn()[0] < th.warning_threshold:
+    if verdict.level != "warning":
         return verdict
-    return replace(verdict, liveness_signal=argument_churn.LIVENESS_SIGNAL)
+    if argument_churn.churn(history, call.tool, call.args_hash)[0] < th.warning_threshold:
+        return verdict
+    return _live(verdict)
+
+
+# Verdicts made anew rather than with dataclasses.replace, which looks the fields up each
+# time (~2 µs; a looping run is blocked at every call).
+def _reworded(verdict: Verdict, message: str) -> Verdict:
+    """The verdict with OpenClaw 2026.9's wording."""
+    v = verdict
+    return Verdict(
+        v.level, v.detector, v.count, message, v.warning_key, v.paired_tool, v.liveness_signal
+    )
+
+
+def _live(verdict: Verdict) -> Verdict:
+    """The verdict carrying the argument-churn liveness signal."""
+    v = verdict
+    return Verdict(
+        v.level,
+        v.detector,
+        v.count,
+        v.message,
+        v.warning_key,
+        v.paired_tool,
+        argument_churn.LIVENESS_SIGNAL,
+    )
 
 
 # A looping run warns under the same key at every call: the short ids are memoised (bounded,

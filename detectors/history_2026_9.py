@@ -12,29 +12,21 @@ the echo of that block â€” a veto result with the vetoed call's `tool_call_id` â
 
 from __future__ import annotations
 
-from loopguard_fleet.detectors.hashkeys import HashKey, hash_key
-from loopguard_fleet.detectors.outcome_facts import TOOL_LOOP_VETO, OutcomeFacts, outcome_facts
+from loopguard_fleet.detectors.outcome_facts import TOOL_LOOP_VETO, FactCells, fact_cells
 from loopguard_fleet.detectors.sharing import share
 from loopguard_fleet.detectors.state import RunState
 from loopguard_fleet.detectors.values import Outcome, Record, Thresholds, ToolCall
 
 __all__ = ["record_facts", "record_veto"]
 
-_VETO = OutcomeFacts(outcome_kind=TOOL_LOOP_VETO)
+_VETO: FactCells = (None, TOOL_LOOP_VETO, None, False, None)
+_NO_RARE = (None, None, None, None, False)  # a record's rare fields at their defaults
 
 
 def _trim(history: list[Record], size: int) -> None:
     excess = len(history) - size
     if excess > 0:
         del history[:excess]
-
-
-def _shared(value: str | None) -> str | None:
-    return None if value is None else share(value)  # runs share recurring identities
-
-
-def _shared_key(value: str | None) -> HashKey | None:
-    return None if value is None else share(hash_key(value))  # and recurring hashes
 
 
 def _is_echo(history: list[Record], tool_call_id: str | None) -> bool:
@@ -49,33 +41,43 @@ def _is_echo(history: list[Record], tool_call_id: str | None) -> bool:
 def _store(
     state: RunState,
     call: ToolCall,
-    facts: OutcomeFacts,
+    facts: FactCells,
     th: Thresholds,
     seq: int,
     event_id: str | None,
 ) -> Record:
-    is_veto = facts.outcome_kind == TOOL_LOOP_VETO
+    key, kind, identity, no_progress, unknown = facts
     tool, ahash, tcid = call.tool, call.args_hash, call.tool_call_id
-    done = Record(
+    rare = (
+        tcid if kind == TOOL_LOOP_VETO else None,  # a veto keeps its id to know the block's echo
+        unknown,
+        kind,
+        None if identity is None else share(identity),  # runs share recurring identities
+        no_progress,
+    )
+    done = Record.from_cells(
         tool,
         ahash,
-        tcid if is_veto else None,  # a veto keeps its id to recognise the block's echo
-        _shared_key(facts.result_hash),
-        facts.unknown_tool_name,
+        None if key is None else share(key),  # and recurring hashes
         seq,
         event_id,
-        facts.outcome_kind,
-        _shared(facts.failure_identity),
-        facts.no_progress,
+        None if rare == _NO_RARE else rare,
     )
     history = state.history
     for i in range(len(history) - 1, -1, -1):
         rec = history[i]
-        if tcid and rec.tool_call_id != tcid:
+        if rec.result_key is not None:  # completed records first, by a slot: most of the window
             continue
-        if rec.tool != tool or rec.args_hash != ahash:
+        # The pending record of this call: no outcome kind, and this call's id if it has one.
+        # Its rare fields are read from the slot at once (records.py), not through a property
+        # each: in a blocked loop every veto walks a window of vetoes.
+        fields = rec._rare
+        if fields is None:
+            if tcid:
+                continue
+        elif (tcid and fields[0] != tcid) or fields[2] is not None:
             continue
-        if rec.result_key is None and rec.outcome_kind is None:
+        if rec.tool == tool and rec.args_hash == ahash:
             history[i] = done
             return done
     history.append(done)
@@ -92,11 +94,13 @@ def record_facts(
     event_id: str | None = None,
 ) -> Record | None:
     """Record an outcome's 2026.9 facts; None when there is nothing to record (or an echo)."""
-    facts = outcome_facts(call.tool, call.args, outcome, th.channel_tools)
-    if not facts.is_recordable:
-        return None
-    if facts.outcome_kind == TOOL_LOOP_VETO and _is_echo(state.history, call.tool_call_id):
-        return None
+    facts = fact_cells(call.tool, call.args, outcome, th.channel_tools)
+    if facts[0] is None:
+        kind = facts[1]
+        if kind is None:
+            return None  # neither a hash nor a kind: the call stays pending
+        if kind == TOOL_LOOP_VETO and _is_echo(state.history, call.tool_call_id):
+            return None
     return _store(state, call, facts, th, seq, event_id)
 
 

@@ -24,10 +24,12 @@ from loopguard_fleet.detectors.canonical import (
 )
 from loopguard_fleet.detectors.hashing import (
     _JS_WHITESPACE,
+    _details_text_key,
     _exec_outcome,
     _is_number,
     _poll_outcome,
     _strip_send_ids,
+    _text_json,
     error_text,
     outcome_text,
     outcome_unknown_tool_name,
@@ -35,6 +37,7 @@ from loopguard_fleet.detectors.hashing import (
 from loopguard_fleet.detectors.hashing import (
     _is_send as _is_configurable_send,
 )
+from loopguard_fleet.detectors.hashkeys import HashKey, hash_key, hash_text
 from loopguard_fleet.detectors.values import (
     DEFAULT_CHANNEL_TOOLS,
     JSON,
@@ -46,9 +49,11 @@ from loopguard_fleet.detectors.values import (
 __all__ = [
     "TERMINAL_EXEC_FAILURE",
     "TOOL_LOOP_VETO",
+    "FactCells",
     "OutcomeFacts",
     "OutcomeKind",
     "canonical_markers",
+    "fact_cells",
     "failure_shape",
     "outcome_digest",
     "outcome_facts",
@@ -178,11 +183,19 @@ def _marker_json(root: JSONLike) -> str:
 
 def outcome_digest(value: JSONLike) -> str:
     """SHA-256 hex of the value's canonical JSON after marker canonicalisation."""
+    return _digest_key(value).hex()
+
+
+_MARKER_BYTES: Final = _MARKER_START.encode()
+
+
+def _digest_key(value: JSONLike) -> bytes:
+    """`outcome_digest`'s 32 raw bytes (its hash key, detectors/hashkeys.py)."""
     plain = canonical_json_bytes(value)
     # Without a marker start anywhere the canonicalised text and key order are the plain ones.
-    if _MARKER_START.encode() not in plain:
-        return sha256(plain).hexdigest()
-    return sha256(_marker_json(value).encode("utf-8", "surrogatepass")).hexdigest()
+    if _MARKER_BYTES not in plain:
+        return sha256(plain).digest()
+    return sha256(_marker_json(value).encode("utf-8", "surrogatepass")).digest()
 
 
 # ---- terminal exec failures -----------------------------------------------------------------
@@ -249,6 +262,15 @@ def _is_send(tool: str, args: JSON | _Undefined, channel_tools: frozenset[str]) 
     return tool in _CONVERSATION_SENDS or _is_configurable_send(tool, args, channel_tools)
 
 
+# What `outcome_facts` says, with the result hash as its hash key (detectors/hashkeys.py):
+# (result key, outcome kind, failure identity, no progress, unknown tool name). The history
+# stores the key, so the recording path never writes the hash's text.
+FactCells = tuple[HashKey | None, OutcomeKind | None, str | None, bool, str | None]
+_PENDING: Final[FactCells] = (None, None, None, False, None)
+_VETO_CELLS: Final[FactCells] = (None, TOOL_LOOP_VETO, None, False, None)
+_UNCHANGED: Final = _digest_key({"status": "unchanged"})
+
+
 def outcome_facts(
     tool: str,
     args: JSON | _Undefined,
@@ -256,45 +278,63 @@ def outcome_facts(
     channel_tools: frozenset[str] = DEFAULT_CHANNEL_TOOLS,
 ) -> OutcomeFacts:
     """The 2026.9 facts of an outcome of `tool` (normalised) called with `args`."""
+    key, kind, identity, no_progress, unknown = fact_cells(tool, args, outcome, channel_tools)
+    rhash = None if key is None else hash_text(key)
+    return OutcomeFacts(rhash, kind, identity, no_progress, unknown)
+
+
+def fact_cells(
+    tool: str,
+    args: JSON | _Undefined,
+    outcome: Outcome,
+    channel_tools: frozenset[str] = DEFAULT_CHANNEL_TOOLS,
+) -> FactCells:
+    """`outcome_facts` as `FactCells`, the result hash as its key."""
     kind = outcome.kind
     if kind == "error":
-        return OutcomeFacts(
-            "error:" + outcome_digest(error_text(outcome.value)),
-            no_progress=True,
-            unknown_tool_name=outcome_unknown_tool_name(outcome),
+        return (
+            b"error:" + _digest_key(error_text(outcome.value)),
+            None,
+            None,
+            True,
+            outcome_unknown_tool_name(outcome),
         )
     if kind == "hashed":  # privacy mode: the edge sends the hash; an error's says so
         rhash = outcome.hash
         is_error = rhash is not None and rhash.startswith("error:")
-        return OutcomeFacts(
-            rhash, no_progress=is_error, unknown_tool_name=outcome.unknown_tool_name
-        )
+        key = None if rhash is None else hash_key(rhash)
+        return key, None, None, is_error, outcome.unknown_tool_name
     result = outcome.value
     if kind == "pending" or result is UNDEFINED:
-        return OutcomeFacts()
+        return _PENDING
     if not isinstance(result, dict):
-        return OutcomeFacts(outcome_digest(result))
+        return _digest_key(result), None, None, False, None
     raw_details = result.get("details")
     details: dict[str, JSON] = raw_details if isinstance(raw_details, dict) else {}
     status = details.get("status")
     if status == "blocked" and details.get("deniedReason") == "tool-loop":
-        return OutcomeFacts(outcome_kind=TOOL_LOOP_VETO)
+        return _VETO_CELLS
     text = outcome_text(result)
     if tool == "exec" and isinstance(status, str) and status:
         exec_outcome = _exec_outcome(status, details, text)
         if exec_outcome is not None:
-            rhash = outcome_digest(exec_outcome)
+            rkey = _digest_key(exec_outcome)
             identity = _terminal_identity(details, exec_outcome)
             if identity is None:
-                return OutcomeFacts(rhash)
-            return OutcomeFacts(rhash, TERMINAL_EXEC_FAILURE, identity)
+                return rkey, None, None, False, None
+            return rkey, TERMINAL_EXEC_FAILURE, identity, False, None
     if tool == "write" and details.get("changed") is False:
-        return OutcomeFacts(outcome_digest({"status": "unchanged"}), no_progress=True)
+        return _UNCHANGED, None, None, True, None
     if tool == "process" and isinstance(args, dict):
         action = args.get("action")
         if action in ("poll", "log"):
             assert isinstance(action, str)
-            return OutcomeFacts(outcome_digest(_poll_outcome(action, details, text)))
+            return _digest_key(_poll_outcome(action, details, text)), None, None, False, None
     if _is_send(tool, args, channel_tools):
-        return OutcomeFacts(outcome_digest(_strip_send_ids(details)))
-    return OutcomeFacts(outcome_digest({"details": details, "text": text}))
+        return _digest_key(_strip_send_ids(details)), None, None, False, None
+    # The configurable profile's rule 8, unless a marker needs canonicalising.
+    details_json = canonical_json_bytes(details)
+    text_json = _text_json(text)
+    if _MARKER_BYTES in details_json or _MARKER_BYTES in text_json:
+        return _digest_key({"details": details, "text": text}), None, None, False, None
+    return _details_text_key(details_json, text_json), None, None, False, None

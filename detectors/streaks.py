@@ -22,7 +22,7 @@ from typing import Protocol
 
 from loopguard_fleet.detectors.hashkeys import HashKey
 
-__all__ = ["HistoryRecord", "no_progress_2026_9", "recent_count"]
+__all__ = ["HistoryRecord", "counts_2026_9", "no_progress_2026_9", "recent_count"]
 
 VETO = "tool-loop-veto"
 TERMINAL = "terminal-exec-failure"
@@ -45,9 +45,10 @@ class HistoryRecord(Protocol):
     def no_progress(self) -> bool: ...
 
 
-def _walk(
-    history: Sequence[HistoryRecord], tool: str, args_hash: str, terminal_only: bool
+def _terminal_walk(
+    history: Sequence[HistoryRecord], tool: str, args_hash: str
 ) -> tuple[int, HashKey | None]:
+    """exec's terminal-failure streak: newest exec records failing with one identity."""
     streak = 0
     pending_vetoes = 0
     latest: HistoryRecord | None = None
@@ -55,18 +56,14 @@ def _walk(
     for i in range(len(history) - 1, -1, -1):
         rec = history[i]
         if rec.tool != tool:
-            if terminal_only:
-                break
-            continue
-        if not terminal_only and rec.args_hash != args_hash:
-            continue
+            break
         if rec.outcome_kind == VETO:
             pending_vetoes += 1
             continue
         rhash = rec.result_key
         if not rhash:
             continue
-        if terminal_only and rec.outcome_kind != TERMINAL:
+        if rec.outcome_kind != TERMINAL:
             break
         if latest is None:
             latest = rec
@@ -74,23 +71,60 @@ def _walk(
             streak = pending_vetoes + 1
             pending_vetoes = 0
             continue
-        if terminal_only:
-            if crossed and rec.args_hash == args_hash:
-                break
-            if rec.args_hash != args_hash:
-                crossed = True
+        if crossed and rec.args_hash == args_hash:
+            break
+        if rec.args_hash != args_hash:
+            crossed = True
         same_failure = (
-            terminal_only
-            and rec.failure_identity is not None
-            and rec.failure_identity == latest.failure_identity
+            rec.failure_identity is not None and rec.failure_identity == latest.failure_identity
         )
         if rhash != latest.result_key and not same_failure:
             break
         streak += pending_vetoes + 1
         pending_vetoes = 0
     if latest is None:
-        return (0 if terminal_only else pending_vetoes), None
+        return 0, None
     return streak, latest.result_key
+
+
+def counts_2026_9(
+    history: Sequence[HistoryRecord], tool: str, args_hash: str
+) -> tuple[int, HashKey | None, int]:
+    """(no-progress count, the streak's latest outcome's hash key, recent count) for a call of
+    `tool`/`args_hash`, in one walk of the window (two for exec)."""
+    streak = 0
+    pending_vetoes = 0
+    latest: HashKey | None = None
+    recent = 0
+    counting = True
+    for rec in reversed(history):
+        if rec.args_hash != args_hash or rec.tool != tool:
+            continue
+        recent += 1
+        if not counting:
+            continue
+        if rec.outcome_kind == VETO:
+            pending_vetoes += 1
+            continue
+        rhash = rec.result_key
+        if not rhash:
+            continue
+        if latest is None:
+            latest = rhash
+            streak = pending_vetoes + 1
+        elif rhash != latest:
+            counting = False  # the streak ends; the recent count goes on
+            continue
+        else:
+            streak += pending_vetoes + 1
+        pending_vetoes = 0
+    if latest is None:
+        streak = pending_vetoes
+    if tool == "exec":
+        failures = _terminal_walk(history, tool, args_hash)
+        if failures[0] > streak:
+            return failures[0], failures[1], recent
+    return streak, latest, recent
 
 
 def no_progress_2026_9(
@@ -98,13 +132,10 @@ def no_progress_2026_9(
 ) -> tuple[int, HashKey | None]:
     """(no-progress count, the streak's latest outcome's hash key, detectors/hashkeys.py) for
     a call of `tool`/`args_hash`."""
-    same_args = _walk(history, tool, args_hash, False)
-    if tool != "exec":
-        return same_args
-    failures = _walk(history, tool, args_hash, True)
-    return failures if failures[0] > same_args[0] else same_args
+    streak, latest, _ = counts_2026_9(history, tool, args_hash)
+    return streak, latest
 
 
 def recent_count(history: Sequence[HistoryRecord], tool: str, args_hash: str) -> int:
     """Records of this call in the window: pending, completed and vetoed alike."""
-    return sum(1 for rec in history if rec.args_hash == args_hash and rec.tool == tool)
+    return counts_2026_9(history, tool, args_hash)[2]

@@ -41,6 +41,8 @@ def churn(history: Sequence[HistoryRecord], tool: str, args_hash: str) -> tuple[
         if seen is not None and seen[0] != rhash:
             break
         outcomes[rec.args_hash] = (rhash, (seen[1] if seen else 0) + 1)
+    if not outcomes:
+        return 0, 0  # the common case: the newest record of this tool shows progress
     total = sum(n for _, n in outcomes.values())
     stable = [(h, n) for h, n in outcomes.values() if n >= MIN_STABLE_CALLS]
     current = outcomes.get(args_hash)

@@ -32,6 +32,8 @@ Choices where docs/semantics.md §2 is silent:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -287,6 +289,18 @@ class Policy:
         if self._tools:
             out["tools"] = self.tool_table()
         return out
+
+    @property
+    def version(self) -> str:
+        """The policy's version: a hash of its canonical effective form (`sha256:` + 16 hex).
+
+        Two files that resolve to the same decisions for every agent and tool (whatever their
+        comments, key order, spelling of defaults or OpenClaw keys LoopGuard ignores) share it.
+        Channel tools are a service setting, not policy, and are not part of it.
+        """
+        canonical = {**self.effective_all(), "agentIds": "keyed" if self.keyed_ids else "exact"}
+        text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def with_channel_tools(self, tools: Iterable[str]) -> Policy:
         """The same policy whose resolved thresholds carry these provider channel tools."""

@@ -1,4 +1,5 @@
-"""Per-tool tuning in a live worker on the real broker: the block moves, as replay says.
+"""Per-tool tuning in a live worker on the real broker: the block moves, as replay says, and
+/metrics names the policy version.
 
 The worker (a subprocess configured through LOOPGUARD_*) reads a policy whose `loopguard`
 section tunes `read`; the real trace's control output must equal `loopguard replay` of the
@@ -15,6 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
+from loopguard_fleet.config import load_policy
 from loopguard_fleet.streams.cli import main
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
@@ -78,7 +80,7 @@ async def test_per_tool_thresholds_move_the_live_block_as_replay_does(
     expected = [d for d in _replayed(policy_file, capsys) if d["type"] != "verdict"]
     events = [json.loads(line) for line in TRACE.read_text().splitlines()]
     run_id = events[0]["run_id"]
-    start_worker()
+    worker = start_worker()
     await produce(
         kafka.bootstrap,
         [(topics.tool_calls, run_id.encode(), orjson.dumps(event)) for event in events],
@@ -90,3 +92,7 @@ async def test_per_tool_thresholds_move_the_live_block_as_replay_does(
     assert of_run(got, run_id) == expected
     blocks = [d for d in expected if d.get("command") == "block_call"]
     assert blocks and blocks[0]["seq"] == 29  # read's 12th repeat: agent main's own setting
+    version = load_policy(policy_file).version
+    info = f'loopguard_policy_info{{version="{version}"}} 1.0'
+    body = await worker.wait_until("/metrics", lambda b: "loopguard_policy_info" in b, 30)
+    assert info in body

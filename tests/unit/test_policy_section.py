@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
 
 from loopguard_fleet.config import PolicyError, load_policy
 from loopguard_fleet.config.policy_json_schema import policy_schema
 from loopguard_fleet.streams.cli import main
+from loopguard_fleet.streams.processing.metrics import Metrics
 from tests.wire import RunScript
 
 ON = {"loopDetection": {"enabled": True, "warningThreshold": 8, "criticalThreshold": 16}}
@@ -276,3 +279,36 @@ def test_per_tool_thresholds_move_the_block_on_a_real_trace(tmp_path: Path, caps
         _first_block(tmp_path, capsys, {"agents": {"main": {"tools": {"read": {"exempt": True}}}}})
         is None
     )
+
+
+def test_the_version_names_the_effective_policy_not_its_spelling() -> None:
+    plain = load_policy({"tools": ON})
+    respelled = load_policy(
+        {
+            "gateway": {"port": 1},  # OpenClaw's, ignored
+            "tools": {"loopDetection": {**ON["loopDetection"], "criticalThreshold": 16.0}},
+            "loopguard": {"tools": {}},
+        }
+    )
+    assert re.fullmatch(r"sha256:[0-9a-f]{16}", plain.version)
+    assert respelled.version == plain.version
+    tuned = load_policy(with_section({"tools": {"read": {"criticalThreshold": 12}}}))
+    assert tuned.version != plain.version
+    exact = load_policy(
+        {"tools": ON, "agents": {"list": [{"id": "A", "tools": {"loopDetection": {}}}]}}
+    )
+    keyed = load_policy(
+        {"tools": ON, "agents": {"entries": {"a": {"tools": {"loopDetection": {}}}}}}
+    )
+    assert exact.version != keyed.version  # a different agent applies to the run `A`
+    assert plain.with_semantics("openclaw-2026.9").version != plain.version
+    assert plain.with_channel_tools(["slack"]).version == plain.version  # a service setting
+
+
+def test_metrics_export_one_policy_version() -> None:
+    metrics = Metrics()
+    metrics.set_policy("sha256:aaaa")
+    metrics.set_policy("sha256:bbbb")
+    body = generate_latest(metrics.registry).decode()
+    assert 'loopguard_policy_info{version="sha256:bbbb"} 1.0' in body
+    assert "sha256:aaaa" not in body

@@ -299,7 +299,10 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
         for issue in e.issues:
             print(f"  {issue.path}: {issue.message}", file=sys.stderr)
         return EXIT_FAILED
-    eff = policy.effective(args.agent) if args.agent is not None else policy.effective_all()
+    if args.agent is not None:
+        eff = policy.effective(args.agent)
+    else:  # the version the workers will export (loopguard_policy_info), then every block
+        eff = {"version": policy.version, **policy.effective_all()}
     _write(json_text(eff))
     warnings = policy_warnings(read_policy_document(args.file))
     for issue in warnings:

@@ -214,7 +214,9 @@ def test_policy_check_prints_the_per_tool_table(tmp_path: Path, capsys) -> None:
     section = {"tools": {"Bash": {"exempt": True}}, "agents": {"a": {"tools": {"read": {}}}}}
     path.write_text(json.dumps(with_section(section)))
     assert main(["policy", "check", str(path)]) == 0
-    table = json.loads(capsys.readouterr().out)["tools"]
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["version"] == load_policy(path).version
+    table = printed["tools"]
     assert set(table) == {"*", "a"}
     assert table["*"]["exec"] == {
         "warningThreshold": 8,

@@ -164,6 +164,11 @@ def _tool_table(
     }
 
 
+def _exempt_set(*layers: ToolTuning | None) -> bool:
+    """Whether the most specific layer that sets `exempt` sets it true."""
+    return _pick([t for t in layers if t is not None], lambda t: t.exempt, False)
+
+
 def _normalized(tools: Mapping[str, ToolTuning]) -> ToolTunings:
     """A tool table keyed as the engine names tools (the section refuses collisions)."""
     return tuple((normalize_tool(name), tuning) for name, tuning in tools.items())
@@ -186,6 +191,7 @@ class Policy:
     _tools: Mapping[str | None, Mapping[str, Thresholds]] = field(
         init=False, repr=False, compare=False
     )
+    _exempt: Mapping[str | None, frozenset[str]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         resolved = {
@@ -204,6 +210,14 @@ class Policy:
                 base = resolved.get(agent_id, global_th)
                 tools[agent_id] = _tool_table(base, dict(per_agent.get(agent_id, ())), general)
         object.__setattr__(self, "_tools", tools)
+        # As set, not as read from `enabled`: an agent with detection off still shows them.
+        exempt: dict[str | None, frozenset[str]] = {}
+        for key, table in tools.items():
+            specific = dict(per_agent.get(key, ())) if key is not None else {}
+            exempt[key] = frozenset(
+                tool for tool in table if _exempt_set(specific.get(tool), general.get(tool))
+            )
+        object.__setattr__(self, "_exempt", exempt)
 
     @classmethod
     def default(cls) -> Policy:
@@ -256,7 +270,7 @@ class Policy:
                     "warningThreshold": th.warning_threshold,
                     "criticalThreshold": th.critical_threshold,
                     "globalCircuitBreakerThreshold": th.global_circuit_breaker_threshold,
-                    "exempt": self.for_agent(agent_id).enabled and not th.enabled,
+                    "exempt": tool in self._exempt.get(agent_id, ()),
                     "knownPoll": th.known_poll,
                 }
                 for tool, th in table.items()

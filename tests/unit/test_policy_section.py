@@ -226,8 +226,25 @@ def test_policy_check_prints_the_per_tool_table(tmp_path: Path, capsys) -> None:
         "knownPoll": False,
     }
     assert set(table["a"]) == {"read", "exec"}
+    assert table["a"]["exec"]["exempt"] is True
     assert main(["policy", "check", str(path), "--agent", "a"]) == 0
     assert set(json.loads(capsys.readouterr().out)["tools"]) == {"read", "exec"}
+
+
+def test_the_tool_table_shows_an_exemption_even_where_detection_is_off() -> None:
+    document = with_section(
+        {
+            "tools": {"read": {"exempt": True}},
+            "agents": {"b": {"tools": {"read": {"exempt": False}}}},
+        },
+        agents={"list": [{"id": "off", "tools": {"loopDetection": {"enabled": False}}}]},
+    )
+    table = load_policy(document).tool_table()
+    assert {agent: tools["read"]["exempt"] for agent, tools in table.items()} == {
+        "*": True,
+        "off": True,
+        "b": False,
+    }
 
 
 def test_policy_check_lists_section_errors_with_their_paths(tmp_path: Path, capsys) -> None:

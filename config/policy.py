@@ -21,12 +21,19 @@ Choices where docs/semantics.md §2 is silent:
 - A file is read as UTF-8 JSON5; a repeated key keeps its last value, as JSON5.parse does.
 - Resolved thresholds are computed once per agent at load, so `for_agent` is a dict lookup;
   ids without a block (and None) get the global result.
+- The `loopguard` section (config/loopguard_section.py) tunes tools: the most specific layer
+  wins per key (agent's tool, global tool, then the agent's resolved block); a tool's
+  critical is raised above its warning, and the breaker above its critical, as for blocks.
+  `exempt` turns the rolling detectors off for that tool's calls (`enabled` false in its
+  thresholds); `knownPoll` makes its calls known polls. Resolved per (agent, tool) at load.
 - Channel tools (docs/semantics.md §3 rule 7) are service settings, not policy: `with_channel_tools`
   bakes them into every resolved `Thresholds`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -36,6 +43,7 @@ from typing import TypeVar
 
 import json5
 
+from loopguard_fleet.config.loopguard_section import LoopGuardSection, ToolTuning, read_section
 from loopguard_fleet.config.policy_schema import (
     LoopDetectionBlock,
     PolicyError,
@@ -45,6 +53,7 @@ from loopguard_fleet.config.policy_schema import (
     validate_block,
 )
 from loopguard_fleet.config.roster import normalize_agent_id, read_roster
+from loopguard_fleet.detectors.hashing import normalize_tool
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, Semantics
 from loopguard_fleet.detectors.values import Thresholds
 
@@ -124,6 +133,47 @@ def _resolve(
     )
 
 
+ToolTunings = tuple[tuple[str, ToolTuning], ...]
+
+
+def _tune(base: Thresholds, layers: list[ToolTuning]) -> Thresholds:
+    """One tool's thresholds: its tuning layers (most specific first) over the agent's."""
+    warning = _pick(layers, lambda t: t.warning_threshold, base.warning_threshold)
+    critical = _pick(layers, lambda t: t.critical_threshold, base.critical_threshold)
+    if critical <= warning:
+        critical = warning + 1
+    breaker = max(base.global_circuit_breaker_threshold, critical + 1)
+    return replace(
+        base,
+        enabled=base.enabled and not _pick(layers, lambda t: t.exempt, False),
+        warning_threshold=warning,
+        critical_threshold=critical,
+        global_circuit_breaker_threshold=breaker,
+        known_poll=_pick(layers, lambda t: t.known_poll, False),
+    )
+
+
+def _tool_table(
+    base: Thresholds, specific: Mapping[str, ToolTuning], general: Mapping[str, ToolTuning]
+) -> dict[str, Thresholds]:
+    """Thresholds of every tool named in either layer, over one agent's resolved block."""
+    names = list(dict.fromkeys([*specific, *general]))
+    return {
+        name: _tune(base, [t for t in (specific.get(name), general.get(name)) if t is not None])
+        for name in names
+    }
+
+
+def _exempt_set(*layers: ToolTuning | None) -> bool:
+    """Whether the most specific layer that sets `exempt` sets it true."""
+    return _pick([t for t in layers if t is not None], lambda t: t.exempt, False)
+
+
+def _normalized(tools: Mapping[str, ToolTuning]) -> ToolTunings:
+    """A tool table keyed as the engine names tools (the section refuses collisions)."""
+    return tuple((normalize_tool(name), tuning) for name, tuning in tools.items())
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     """A validated policy: the global block and each agent's block, resolved once at load."""
@@ -134,8 +184,14 @@ class Policy:
     default_agent: str | None = None  # `default: true`: decides for runs that name no agent
     keyed_ids: bool = False  # agents.entries: run agent ids are normalised before lookup
     semantics: Semantics = CONFIGURABLE
+    tool_tunings: ToolTunings = ()  # loopguard.tools, normalised tool names
+    agent_tool_tunings: tuple[tuple[str, ToolTunings], ...] = ()  # loopguard.agents.<id>.tools
     _global: Thresholds = field(init=False, repr=False, compare=False)
     _agents: Mapping[str, Thresholds] = field(init=False, repr=False, compare=False)
+    _tools: Mapping[str | None, Mapping[str, Thresholds]] = field(
+        init=False, repr=False, compare=False
+    )
+    _exempt: Mapping[str | None, frozenset[str]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         resolved = {
@@ -145,6 +201,23 @@ class Policy:
         global_th = _resolve(None, self.global_block, self.channel_tools, self.semantics)
         object.__setattr__(self, "_global", global_th)
         object.__setattr__(self, "_agents", resolved)
+        general = dict(self.tool_tunings)
+        per_agent = dict(self.agent_tool_tunings)
+        tools: dict[str | None, Mapping[str, Thresholds]] = {}
+        if general or per_agent:
+            tools[None] = _tool_table(global_th, {}, general)
+            for agent_id in dict.fromkeys([*resolved, *per_agent]):
+                base = resolved.get(agent_id, global_th)
+                tools[agent_id] = _tool_table(base, dict(per_agent.get(agent_id, ())), general)
+        object.__setattr__(self, "_tools", tools)
+        # As set, not as read from `enabled`: an agent with detection off still shows them.
+        exempt: dict[str | None, frozenset[str]] = {}
+        for key, table in tools.items():
+            specific = dict(per_agent.get(key, ())) if key is not None else {}
+            exempt[key] = frozenset(
+                tool for tool in table if _exempt_set(specific.get(tool), general.get(tool))
+            )
+        object.__setattr__(self, "_exempt", exempt)
 
     @classmethod
     def default(cls) -> Policy:
@@ -162,22 +235,86 @@ class Policy:
             found = self._agents.get(normalize_agent_id(agent_id))
         return self._global if found is None else found
 
+    @property
+    def has_tool_tuning(self) -> bool:
+        """True when the `loopguard` section tunes any tool (else `for_call` is `for_agent`)."""
+        return bool(self._tools)
+
+    def for_call(self, agent_id: str | None, tool: str) -> Thresholds:
+        """Resolved thresholds for one call of a (normalised) tool by a run's agent."""
+        if not self._tools:
+            return self.for_agent(agent_id)
+        table = self._tools.get(self._agent_key(agent_id))
+        if table is None:
+            table = self._tools[None]
+        found = table.get(tool)
+        return self.for_agent(agent_id) if found is None else found
+
+    def _agent_key(self, agent_id: str | None) -> str | None:
+        """The id under which an agent's tool table is kept; None for the global table."""
+        if agent_id is None:
+            agent_id = self.default_agent
+            if agent_id is None:
+                return None
+        if agent_id in self._tools:
+            return agent_id
+        if self.keyed_ids and normalize_agent_id(agent_id) in self._tools:
+            return normalize_agent_id(agent_id)
+        return None
+
+    def tool_table(self) -> dict[str, dict[str, dict[str, object]]]:
+        """The effective settings of every tuned tool, globally and per agent (`policy check`)."""
+        return {
+            ("*" if agent_id is None else agent_id): {
+                tool: {
+                    "warningThreshold": th.warning_threshold,
+                    "criticalThreshold": th.critical_threshold,
+                    "globalCircuitBreakerThreshold": th.global_circuit_breaker_threshold,
+                    "exempt": tool in self._exempt.get(agent_id, ()),
+                    "knownPoll": th.known_poll,
+                }
+                for tool, th in table.items()
+            }
+            for agent_id, table in self._tools.items()
+        }
+
     def agent_ids(self) -> tuple[str, ...]:
         """Ids of the agents that have their own block, in file order."""
         return tuple(agent_id for agent_id, _ in self.agent_blocks)
 
     def effective(self, agent_id: str | None) -> dict[str, object]:
-        """The resolved block for an agent in OpenClaw's key names (for `policy check`)."""
-        return _render(self.for_agent(agent_id))
+        """The resolved block for an agent in OpenClaw's key names (for `policy check`), with
+        its per-tool table under `tools` when the policy tunes tools."""
+        out = _render(self.for_agent(agent_id))
+        if self._tools:
+            key = self._agent_key(agent_id)
+            out["tools"] = self.tool_table()["*" if key is None else key]
+        return out
 
     def effective_all(self) -> dict[str, object]:
-        """Every agent's resolved block, the global one and the default agent (`policy check`)."""
-        return {
+        """Every agent's resolved block, the global one and the default agent (`policy check`);
+        with `tools`, the per-tool table keyed by agent (`*`: every other agent), when tuned."""
+        out: dict[str, object] = {
             "semantics": self.semantics,
             "defaultAgent": self.default_agent,
             "global": _render(self._global),
             "agents": {agent_id: _render(th) for agent_id, th in self._agents.items()},
         }
+        if self._tools:
+            out["tools"] = self.tool_table()
+        return out
+
+    @property
+    def version(self) -> str:
+        """The policy's version: a hash of its canonical effective form (`sha256:` + 16 hex).
+
+        Two files that resolve to the same decisions for every agent and tool (whatever their
+        comments, key order, spelling of defaults or OpenClaw keys LoopGuard ignores) share it.
+        Channel tools are a service setting, not policy, and are not part of it.
+        """
+        canonical = {**self.effective_all(), "agentIds": "keyed" if self.keyed_ids else "exact"}
+        text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def with_channel_tools(self, tools: Iterable[str]) -> Policy:
         """The same policy whose resolved thresholds carry these provider channel tools."""
@@ -217,13 +354,19 @@ def load_policy(source: str | os.PathLike[str] | Mapping[str, object]) -> Policy
         raise PolicyError([PolicyIssue("", message)])
     global_block = _block(_child(document, "", ["tools"], issues), "tools", issues)
     roster = read_roster(document, issues)
+    section = read_section(document, issues)
     if issues:
         raise PolicyError(issues)
+    section = section or LoopGuardSection()
     return Policy(
         global_block,
         roster.blocks,
         default_agent=roster.default_agent,
         keyed_ids=roster.is_keyed,
+        tool_tunings=_normalized(section.tools),
+        agent_tool_tunings=tuple(
+            (agent_id, _normalized(entry.tools)) for agent_id, entry in section.agents.items()
+        ),
     )
 
 

@@ -17,11 +17,18 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, NoReturn
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+)
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from loopguard_fleet.detectors.errors import LoopGuardError
@@ -75,7 +82,7 @@ def as_whole(value: object) -> int | None:
     return int(value) if value > 0 else None
 
 
-def _reject(rule: str, value: object, unquoted: str | None = None) -> NoReturn:
+def reject(rule: str, value: object, unquoted: str | None = None) -> NoReturn:
     """Fail one value with our own message; pydantic keeps it verbatim as the error's msg."""
     hint = ""
     if value is None:
@@ -95,24 +102,26 @@ def _whole(value: object) -> int:
         digits = value.strip() if isinstance(value, str) else ""
         if digits.isdecimal() and len(digits) <= 18 and int(digits) > 0:
             unquoted = str(int(digits))
-        _reject("must be a whole number > 0", value, unquoted)
+        reject("must be a whole number > 0", value, unquoted)
     return whole
 
 
 def _flag(value: object) -> bool:
     if not isinstance(value, bool):
         spelled = value.strip().lower() if isinstance(value, str) else None
-        _reject("must be a boolean (true/false)", value, spelled if spelled in _BOOLS else None)
+        reject("must be a boolean (true/false)", value, spelled if spelled in _BOOLS else None)
     return value
 
 
 _BOOLS = ("true", "false")
 
 
-def _object(model: type[BaseModel]) -> BeforeValidator:
+def object_check(model: type[BaseModel]) -> BeforeValidator:
+    """A before-validator refusing null for a nested block, with the block's own message."""
+
     def check(value: object) -> object:
         if value is None:
-            _reject(_object_rule(model), value)
+            reject(object_rule(model), value)
         return value
 
     return BeforeValidator(check)
@@ -121,15 +130,20 @@ def _object(model: type[BaseModel]) -> BeforeValidator:
 # The before-validators own every check, so strict mode never sees 10.0 and every message is
 # ours. They wrap `X | None` so that an explicit null is an error; an absent key stays None
 # (defaults are not validated).
-PositiveWhole = Annotated[int | None, BeforeValidator(_whole)]
-Flag = Annotated[bool | None, BeforeValidator(_flag)]
-_STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
+# WithJsonSchema: the published schema says what the file may hold (null is refused).
+PositiveWhole = Annotated[
+    int | None,
+    BeforeValidator(_whole),
+    WithJsonSchema({"type": "integer", "minimum": 1}),
+]
+Flag = Annotated[bool | None, BeforeValidator(_flag), WithJsonSchema({"type": "boolean"})]
+STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
 class DetectorsBlock(BaseModel):
     """`detectors`: per-detector switches; None means unset (inherit, then default true)."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     generic_repeat: Flag = Field(default=None, alias="genericRepeat")
     known_poll_no_progress: Flag = Field(default=None, alias="knownPollNoProgress")
@@ -139,7 +153,7 @@ class DetectorsBlock(BaseModel):
 class PostCompactionGuardBlock(BaseModel):
     """`postCompactionGuard`: only `windowSize`; the guard's switch is the block's `enabled`."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     window_size: PositiveWhole = Field(default=None, alias="windowSize")
 
@@ -147,7 +161,7 @@ class PostCompactionGuardBlock(BaseModel):
 class LoopDetectionBlock(BaseModel):
     """One validated `tools.loopDetection` block as written; None means unset."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     enabled: Flag = None
     history_size: PositiveWhole = Field(default=None, alias="historySize")
@@ -157,9 +171,9 @@ class LoopDetectionBlock(BaseModel):
     global_circuit_breaker_threshold: PositiveWhole = Field(
         default=None, alias="globalCircuitBreakerThreshold"
     )
-    detectors: Annotated[DetectorsBlock | None, _object(DetectorsBlock)] = None
+    detectors: Annotated[DetectorsBlock | None, object_check(DetectorsBlock)] = None
     post_compaction_guard: Annotated[
-        PostCompactionGuardBlock | None, _object(PostCompactionGuardBlock)
+        PostCompactionGuardBlock | None, object_check(PostCompactionGuardBlock)
     ] = Field(default=None, alias="postCompactionGuard")
 
 
@@ -167,7 +181,7 @@ def _keys(model: type[BaseModel]) -> tuple[str, ...]:
     return tuple(field.alias or name for name, field in model.model_fields.items())
 
 
-_MODELS: dict[tuple[str, ...], type[BaseModel]] = {
+_MODELS: dict[tuple[str | int, ...], type[BaseModel]] = {
     (): LoopDetectionBlock,
     ("detectors",): DetectorsBlock,
     ("postCompactionGuard",): PostCompactionGuardBlock,
@@ -186,26 +200,35 @@ def join(path: str, *parts: str | int) -> str:
     return path
 
 
-def _object_rule(model: type[BaseModel]) -> str:
+def object_rule(model: type[BaseModel]) -> str:
     return f"must be an object (keys: {', '.join(_keys(model))})"
 
 
 def not_an_object(model: type[BaseModel], value: object) -> str:
     """The message for a block (or nested object) that is not a JSON object."""
-    return f"{_object_rule(model)}, got {show(value)}"
+    return f"{object_rule(model)}, got {show(value)}"
 
 
-def _issue(error: ErrorDetails, path: str) -> PolicyIssue:
+def issue_of(
+    error: ErrorDetails,
+    path: str,
+    models: Mapping[tuple[str | int, ...], type[BaseModel]] | None = None,
+    pattern: Callable[[tuple[str | int, ...]], tuple[str | int, ...]] = tuple,
+) -> PolicyIssue:
+    """One pydantic error as a PolicyIssue at its full path; `models` maps nested locations
+    (as `pattern` spells them) to their model, for the valid keys; the root model is `()`."""
+    models = _MODELS if models is None else models
+    root = models[()]
     loc = tuple(part for part in error["loc"] if isinstance(part, str | int))
     if error["type"] == "extra_forbidden":
         key = str(loc[-1])
-        valid = _keys(_MODELS.get(tuple(map(str, loc[:-1])), LoopDetectionBlock))
+        valid = _keys(models.get(pattern(loc[:-1]), root))
         close = difflib.get_close_matches(key, valid, n=1)
         guess = f" (did you mean {close[0]!r}?)" if close else ""
         message = f"unknown key {key!r}{guess}; valid keys: {', '.join(valid)}"
         return PolicyIssue(join(path, *loc[:-1]), message)
     if error["type"] in {"model_type", "model_attributes_type", "dict_type"}:
-        model = _MODELS.get(tuple(map(str, loc)), LoopDetectionBlock)
+        model = models.get(pattern(loc), root)
         return PolicyIssue(join(path, *loc), not_an_object(model, error["input"]))
     return PolicyIssue(join(path, *loc), error["msg"])
 
@@ -235,5 +258,5 @@ def validate_block(raw: object, path: str) -> tuple[LoopDetectionBlock | None, l
     try:
         block = LoopDetectionBlock.model_validate(data)
     except ValidationError as exc:
-        return None, [_issue(error, path) for error in exc.errors()] + issues
+        return None, [issue_of(error, path) for error in exc.errors()] + issues
     return (None if issues else block), issues

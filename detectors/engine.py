@@ -74,7 +74,7 @@ def _decide(
     streak, latest, recent = counts
     if streak >= th.global_circuit_breaker_threshold:
         return circuit_breaker.check(call, streak, latest, th)
-    is_poll = known_poll.is_known_poll(call)
+    is_poll = th.known_poll or known_poll.is_known_poll(call)
     if is_poll:
         verdict = known_poll.check(call, streak, latest, th)
         if verdict is not None:
@@ -101,7 +101,7 @@ def _detect_2026_9(history: list[Record], call: ToolCall, th: Thresholds) -> Ver
         verdict = circuit_breaker.check(call, streak, latest, th)
         if verdict is not None:
             return _reworded(verdict, circuit_breaker.message_2026_9(tool, streak))
-    is_poll = known_poll.is_known_poll(call)
+    is_poll = th.known_poll or known_poll.is_known_poll(call)
     if is_poll:
         verdict = known_poll.check(call, streak, latest, th)
         if verdict is not None:

@@ -71,6 +71,7 @@ class Thresholds:
     post_compaction_window_size: int = 3
     channel_tools: frozenset[str] = DEFAULT_CHANNEL_TOOLS
     semantics: Semantics = CONFIGURABLE  # which OpenClaw release's rules decide
+    known_poll: bool = False  # the policy names the call's tool a known poll (per-tool tuning)
 
 
 # ToolCall, Outcome and Record are made for every call on the hot path; frozen dataclasses

@@ -299,7 +299,10 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
         for issue in e.issues:
             print(f"  {issue.path}: {issue.message}", file=sys.stderr)
         return EXIT_FAILED
-    eff = policy.effective(args.agent) if args.agent is not None else policy.effective_all()
+    if args.agent is not None:
+        eff = policy.effective(args.agent)
+    else:  # the version the workers will export (loopguard_policy_info), then every block
+        eff = {"version": policy.version, **policy.effective_all()}
     _write(json_text(eff))
     warnings = policy_warnings(read_policy_document(args.file))
     for issue in warnings:
@@ -308,10 +311,16 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    """Print the JSON Schemas of the wire input events."""
-    from loopguard_fleet.streams.wire.schema import wire_schema
+    """Print the JSON Schemas of the wire input events, or of the policy file (--policy)."""
+    if args.policy:
+        from loopguard_fleet.config.policy_json_schema import policy_schema
 
-    sys.stdout.write(orjson.dumps(wire_schema(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        schema = policy_schema()
+    else:
+        from loopguard_fleet.streams.wire.schema import wire_schema
+
+        schema = wire_schema()
+    sys.stdout.write(orjson.dumps(schema, option=orjson.OPT_INDENT_2).decode() + "\n")
     return EXIT_OK
 
 
@@ -462,6 +471,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     sc = sub.add_parser(
         "schema", help="print the JSON Schemas of the wire events", parents=[common]
+    )
+    sc.add_argument(
+        "--policy",
+        action="store_true",
+        help="print the JSON Schema of the policy file (tools.loopDetection, loopguard) instead",
     )
     sc.set_defaults(func=cmd_schema)
 

@@ -332,6 +332,10 @@ class _Shared:
 
     def _kind(self, agent: str | None) -> int:
         a, b = self.first.thresholds(agent), self.second.thresholds(agent)
+        if self.first.tool_table() or self.second.tool_table():
+            # Per-tool tuning decides per call, not per agent: such runs are decided apart.
+            same = a == b and self.first.tool_table() == self.second.tool_table()
+            return _SAME if same else _OTHER_DIFFERS
         if a == b:
             return _SAME
         if a.semantics == b.semantics == CONFIGURABLE and b == replace(

@@ -70,7 +70,7 @@ class Timeline:
     rejected: int = 0  # of which not an event (the replay's rejections)
 
 
-def _counts(state: RunState, ev: Event) -> tuple[dict[str, int], bool]:
+def _counts(state: RunState, ev: Event, th: Thresholds) -> tuple[dict[str, int], bool]:
     call = ev.call
     assert call is not None  # tool events carry a call
     streak, _, recent = repeat_counts(state.history, call.tool, call.args_hash)
@@ -78,7 +78,7 @@ def _counts(state: RunState, ev: Event) -> tuple[dict[str, int], bool]:
     pp, _, _ = ping_pong.streak(state.history, call.args_hash)
     counts = {"no_progress": streak, "recent_count": recent, "unknown_streak": unknown}
     counts["ping_pong"] = pp
-    return counts, known_poll.is_known_poll(call)
+    return counts, th.known_poll or known_poll.is_known_poll(call)
 
 
 def _outcome_hash(state: RunState, seq: int) -> str | None:
@@ -116,7 +116,8 @@ def explain_run(
             continue
         state = replayer.state_for(ev)
         row = Row(pos, ev.seq, ev.type, ev.event_id)
-        th = replayer.thresholds(effective_agent(state, ev))
+        tool = ev.call.tool if ev.call is not None else None
+        th = replayer.call_thresholds(effective_agent(state, ev), tool)
         if ev.call is not None:
             row.tool, row.tool_call_id, row.args_hash = (
                 ev.call.tool,
@@ -128,7 +129,7 @@ def explain_run(
                 if ev.call.tool_call_id:
                     calls[ev.call.tool_call_id] = n_calls
                 row.call = n_calls
-                row.counts, row.known_poll = _counts(state, ev)
+                row.counts, row.known_poll = _counts(state, ev, th)
                 if th.semantics == OPENCLAW_2026_9:
                     row.critical_loops = state.critical_loops
             else:

@@ -222,6 +222,14 @@ class Replayer:
         """Resolved thresholds for an agent, with the service's channel tools applied."""
         return self.driver.thresholds(agent_id)
 
+    def call_thresholds(self, agent_id: str | None, tool: str | None) -> Thresholds:
+        """Thresholds for one call of a tool (per-tool tuning applied); None: no call."""
+        return self.driver.call_thresholds(agent_id, tool)
+
+    def tool_table(self) -> dict[str, dict[str, dict[str, object]]]:
+        """The policy's effective per-tool settings (empty without per-tool tuning)."""
+        return self.driver.tool_table()
+
     def state_for(self, ev: Event) -> RunState:
         """The run's state as the next event sees it: fresh when new or idle past the TTL."""
         run: LiveRun = self.driver.load(0, run_key(ev.run_id))

@@ -159,6 +159,7 @@ class RunDriver:
         self._outputs = outputs
         self._metrics = metrics
         self._thresholds: dict[str | None, Thresholds] = {}
+        self._tuned = policy.has_tool_tuning
         self._partitions: dict[int, PartitionRuns] = {}
         self._hot = HotRuns(limits.hot_runs)
 
@@ -249,6 +250,8 @@ class RunDriver:
         # effective_agent and the thresholds cache, inlined: this is the worker's hot path
         agent = state.agent_id if state.agent_id is not None else ev.agent_id
         th = self._thresholds.get(agent) or self.thresholds(agent)
+        if self._tuned and ev.call is not None:
+            th = self._policy.for_call(agent, ev.call.tool)  # loopguard.tools: per-tool tuning
         try:
             applied = apply_event(state, ev, th, verdict)
         except Exception as exc:  # the dead-letter policy: an engine bug costs one event
@@ -403,6 +406,16 @@ class RunDriver:
         if th is None:
             th = self._thresholds[agent_id] = self._policy.for_agent(agent_id)
         return th
+
+    def call_thresholds(self, agent_id: str | None, tool: str | None) -> Thresholds:
+        """Thresholds of an agent for one call of a (normalised) tool; None: no call."""
+        if tool is None or not self._tuned:
+            return self.thresholds(agent_id)
+        return self._policy.for_call(agent_id, tool)
+
+    def tool_table(self) -> dict[str, dict[str, dict[str, object]]]:
+        """The policy's effective per-tool settings (empty without per-tool tuning)."""
+        return self._policy.tool_table()
 
     def _publish(self, key: bytes, decision: Decision) -> bool:
         """Queue one decision for the control topic and count it; True for a verdict."""

@@ -122,6 +122,12 @@ class Metrics:
             "Runs of loopguard_runs_cached held packed (beyond LOOPGUARD_RUN_CACHE_HOT_RUNS).",
             registry=r,
         )
+        self.policy_info = Gauge(
+            "loopguard_policy_info",
+            "1 for the policy version this worker decides with (config/policy.py: Policy.version).",
+            ["version"],
+            registry=r,
+        )
         self.processing_seconds = PerEventHistogram(
             "loopguard_processing_seconds",
             "Processing time per input event (batch time divided by its size).",
@@ -132,6 +138,11 @@ class Metrics:
         self._detections: dict[tuple[str, str], Counter] = {}
         self._commands: dict[str, Counter] = {}
         self._rejected: dict[str, Counter] = {}
+
+    def set_policy(self, version: str) -> None:
+        """Name the policy version in force (the only series of loopguard_policy_info)."""
+        self.policy_info.clear()
+        self.policy_info.labels(version=version).set(1)
 
     def count_events(self, event_type: str, n: int = 1) -> None:
         """Count `n` processed events of one type (the type was validated upstream)."""

@@ -72,7 +72,9 @@ def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring
         if settings.processing_guarantee == "exactly_once"
         else BatchOutbox(wiring.app, settings.topic_control, settings.partitions)
     )
-    processor = RunProcessor(wiring, settings, _policy(settings), metrics, outbox)
+    policy = _policy(settings)
+    metrics.set_policy(policy.version)
+    processor = RunProcessor(wiring, settings, policy, metrics, outbox)
     install_agent(wiring, processor, settings)
     if settings.malloc_trim:  # last hook: after the checkpoint and its producer drain
         wiring.app.before_commit.append(HeapTrimmer(glibc_malloc_trim()).after_checkpoint)

@@ -38,6 +38,7 @@ EXPORTED_METRICS: dict[str, str] = {
     "loopguard_runs_cached": "gauge",
     "loopguard_runs_packed": "gauge",
     "loopguard_processing_seconds": "histogram",
+    "loopguard_policy_info": "gauge",
 }
 
 # Family name -> label name -> allowed values (None: open set, e.g. dead-letter reasons).
@@ -65,6 +66,7 @@ EXPORTED_LABELS: dict[str, dict[str, frozenset[str] | None]] = {
     "loopguard_runs_cached": {},
     "loopguard_runs_packed": {},
     "loopguard_processing_seconds": {"le": None},
+    "loopguard_policy_info": {"version": None},
 }
 
 # Labels Prometheus attaches to every scraped series (target labels), never exported.

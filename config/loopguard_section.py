@@ -1,0 +1,172 @@
+"""Schema of LoopGuard's own `loopguard` section of a policy file: strict models, validation.
+
+    loopguard.tools.<tool>                {warningThreshold, criticalThreshold, exempt, knownPoll}
+    loopguard.agents.<id>.tools.<tool>    the same, for one agent
+
+This module is the one place that reads the section: every LoopGuard-only policy setting is a
+field of `LoopGuardSection`, validated here with the same strictness and error paths as
+`tools.loopDetection` (unknown keys, wrong types, `null`, warning ≥ critical are errors at
+their full path), and published as JSON Schema by `loopguard schema --policy`.
+
+Choices (docs/policy.md, "Per-tool tuning"):
+- Tool names are normalised as the engine normalises a call's tool (trim, lower-case, aliases:
+  `bash` is `exec`); two keys naming the same tool in one block are an error.
+- Agent ids are kept as written and matched like the roster's (config/policy.py).
+- A file without `loopguard` yields None: the policy behaves exactly as without the section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
+
+from loopguard_fleet.config.policy_schema import (
+    STRICT,
+    WARNING_BEFORE_CRITICAL,
+    Flag,
+    PolicyIssue,
+    PositiveWhole,
+    as_whole,
+    issue_of,
+    join,
+    object_check,
+    object_rule,
+    reject,
+    show,
+)
+from loopguard_fleet.detectors.hashing import normalize_tool
+
+__all__ = [
+    "SECTION",
+    "AgentSection",
+    "LoopGuardSection",
+    "ToolTuning",
+    "read_section",
+    "section_schema",
+]
+
+SECTION = "loopguard"
+
+
+def _table(what: str) -> BeforeValidator:
+    def check(value: object) -> object:
+        if not isinstance(value, Mapping):
+            reject(f"must be an object keyed by {what}", value)
+        return value
+
+    return BeforeValidator(check)
+
+
+class ToolTuning(BaseModel):
+    """One tool's settings; None means unset (inherit the less specific layer)."""
+
+    model_config = STRICT
+
+    warning_threshold: PositiveWhole = Field(default=None, alias="warningThreshold")
+    critical_threshold: PositiveWhole = Field(default=None, alias="criticalThreshold")
+    exempt: Flag = None  # no rolling detector fires for this tool
+    known_poll: Flag = Field(default=None, alias="knownPoll")  # an operator's own polling tool
+
+
+ToolTable = Annotated[
+    dict[str, Annotated[ToolTuning, object_check(ToolTuning)]], _table("tool name")
+]
+
+
+class AgentSection(BaseModel):
+    """`loopguard.agents.<id>`: one agent's LoopGuard settings."""
+
+    model_config = STRICT
+
+    tools: ToolTable = Field(default_factory=dict)
+
+
+class LoopGuardSection(BaseModel):
+    """The validated `loopguard` section (per-tool tuning, global then per agent)."""
+
+    model_config = STRICT
+
+    tools: ToolTable = Field(default_factory=dict)
+    agents: Annotated[
+        dict[str, Annotated[AgentSection, object_check(AgentSection)]], _table("agent id")
+    ] = Field(default_factory=dict)
+
+
+_MODELS: dict[tuple[str | int, ...], type[BaseModel]] = {
+    (): LoopGuardSection,
+    ("tools", "*"): ToolTuning,
+    ("agents", "*"): AgentSection,
+    ("agents", "*", "tools", "*"): ToolTuning,
+}
+
+
+def _pattern(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
+    """A location with its table keys (tool names, agent ids) as `*`, to find its model."""
+    out: list[str | int] = []
+    is_key = False
+    for part in loc:
+        out.append("*" if is_key else part)
+        is_key = not is_key and part in ("tools", "agents")
+    return tuple(out)
+
+
+def _tool_checks(tools: object, path: str, issues: list[PolicyIssue]) -> None:
+    """Warning ≥ critical in one tool block, and two keys naming one tool: errors at a path."""
+    if not isinstance(tools, Mapping):
+        return
+    seen: dict[str, str] = {}
+    for key, raw in tools.items():
+        tool_path = join(path, str(key))
+        name = normalize_tool(str(key))
+        first = seen.setdefault(name, str(key))
+        if first != key:
+            message = f"names the tool {name!r} like {join(path, first)}; only one may be set"
+            issues.append(PolicyIssue(tool_path, message))
+        if isinstance(raw, Mapping):
+            warning = as_whole(raw.get("warningThreshold"))
+            critical = as_whole(raw.get("criticalThreshold"))
+            if warning is not None and critical is not None and warning >= critical:
+                message = WARNING_BEFORE_CRITICAL.replace("tools.loopDetection", tool_path)
+                issues.append(PolicyIssue(join(tool_path, "criticalThreshold"), message))
+
+
+def read_section(
+    document: Mapping[str, object], issues: list[PolicyIssue]
+) -> LoopGuardSection | None:
+    """Validate the `loopguard` section of a parsed policy file; None when it is absent."""
+    if SECTION not in document:
+        return None
+    raw = document[SECTION]
+    if not isinstance(raw, Mapping):
+        issues.append(PolicyIssue(SECTION, f"{object_rule(LoopGuardSection)}, got {show(raw)}"))
+        return None
+    found: list[PolicyIssue] = []
+    _tool_checks(raw.get("tools"), join(SECTION, "tools"), found)
+    agents = raw.get("agents")
+    if isinstance(agents, Mapping):
+        for agent_id, entry in agents.items():
+            if isinstance(entry, Mapping):
+                agent_path = join(SECTION, "agents", str(agent_id), "tools")
+                _tool_checks(entry.get("tools"), agent_path, found)
+    try:
+        section = LoopGuardSection.model_validate(_plain(raw))
+    except ValidationError as exc:
+        errors = [issue_of(e, SECTION, _MODELS, _pattern) for e in exc.errors()]
+        issues.extend(sorted(errors + found, key=lambda issue: issue.path))
+        return None
+    issues.extend(found)
+    return None if found else section
+
+
+def _plain(value: object) -> object:
+    """Strict models take only dicts: a caller's other Mapping types are copied."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def section_schema() -> dict[str, object]:
+    """The JSON Schema of the `loopguard` section."""
+    return LoopGuardSection.model_json_schema(by_alias=True, mode="validation")

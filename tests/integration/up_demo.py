@@ -44,7 +44,7 @@ def _alive(pid: int) -> bool:
 def _replay_reads_what_up_printed(text: str, env: dict[str, str], cwd: Path | None) -> None:
     """The address `up` prints is what `replay --broker` takes, and a bare `--topic` reads
     both input topics: the demo's compaction abort is replayed."""
-    found = re.search(r"^broker\s+(\S+) ", text, re.MULTILINE)
+    found = re.search(r"^broker\s+(\S+:\d+) ", text, re.MULTILINE)  # not "installing …"
     assert found is not None, text
     address = found.group(1)
     assert "://" not in address, text  # host:port, the form every consumer takes

@@ -2,6 +2,7 @@
 
     python bench/client_verdict.py --quick                  # 200 calls per setting
     python bench/client_verdict.py --fetch-max-wait-ms 1,5,20,100
+    python bench/client_verdict.py --quick --broker kafka   # `up --broker kafka`
 
 Starts `loopguard up` (embedded Tansu and a worker with detection on; a subprocess, stopped
 by PID), then for each `fetch_max_wait_ms` a `RuntimeClient` sends `tool_call`s with
@@ -31,19 +32,19 @@ BASELINE_WAIT_MS = 100  # what RuntimeClient hard-coded before the setting exist
 READY_S = 120.0
 
 
-def _start_up(log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """`loopguard up` in the background; its printed broker address once it is ready."""
+def _start_up(log: Path, broker: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`loopguard up --broker BROKER` in the background; its broker address once it is ready."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "loopguard_fleet.streams.cli", "up"],
+            [sys.executable, "-m", "loopguard_fleet.streams.cli", "up", "--broker", broker],
             cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     deadline = time.monotonic() + READY_S
     while time.monotonic() < deadline:
         text = log.read_text(errors="replace")
         if "ready;" in text:
-            match = re.search(r"^broker\s+(\S+)", text, re.MULTILINE)
+            match = re.search(r"^broker\s+(\S+:\d+)", text, re.MULTILINE)  # not "installing"
             assert match is not None, text
             return proc, match.group(1)
         if proc.poll() is not None:
@@ -82,17 +83,22 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="200 calls per setting")
     ap.add_argument("--calls", type=int, default=2000, help="measured calls per setting")
     ap.add_argument("--fetch-max-wait-ms", default=f"5,{BASELINE_WAIT_MS}", help="comma list")
+    ap.add_argument(
+        "--broker", choices=["tansu", "kafka"], default="tansu",
+        help="the broker `up` starts: embedded Tansu (its default) or Apache Kafka",
+    )  # fmt: skip
     args = ap.parse_args()
     calls, warmup = (200, 20) if args.quick else (args.calls, 100)
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"loopguard-bench-up-{os.getpid()}.log"
-    proc, address = _start_up(log)
+    proc, address = _start_up(log, args.broker)
     try:
         for wait in (int(w) for w in args.fetch_max_wait_ms.split(",")):
             latencies, timeouts = asyncio.run(_measure(address, wait, calls, warmup))
             for figure, q in (("verdict_p50_ms", 0.5), ("verdict_p99_ms", 0.99)):
                 print(json.dumps({
                     "workload": "client-verdict", "figure": figure, "unit": "ms",
-                    "fetch_max_wait_ms": wait, "value": _pct(latencies, q),
+                    "broker": args.broker, "fetch_max_wait_ms": wait,
+                    "value": _pct(latencies, q),
                     "max": round(max(latencies), 2), "calls": calls, "timeouts": timeouts,
                     "baseline": f"fetch_max_wait_ms={BASELINE_WAIT_MS} (the previous default)",
                     "loadavg_1m": round(os.getloadavg()[0], 2),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,32 @@ from tests.worker_process import REPO
 from .conftest import KafkaIO, SessionBroker, TopicSet
 
 pytestmark = [pytest.mark.adapters, pytest.mark.timeout(300)]
+
+#: An example that has not finished by then fails its test. It runs in a daemon thread of its
+#: own, not the loop's default executor: a stuck example left in the executor would make the
+#: session's event loop wait for it forever when it closes, hanging every later test.
+EXAMPLE_DEADLINE_S = 120.0
+
+
+async def _run_bounded(code: Any, namespace: dict[str, Any], deadline: float) -> None:
+    """Execute `code` in a daemon thread; fail if it raises or outlives `deadline` seconds."""
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            exec(code, namespace)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=target, daemon=True, name="docs-example").start()
+    finished = await asyncio.to_thread(done.wait, deadline)  # returns by the deadline
+    assert finished, f"the example did not finish within {deadline:.0f}s"
+    if errors:
+        raise errors[0]
+
 
 DOC = REPO / "docs" / "integrations.md"
 ANSWER = "It is sunny in Paris."
@@ -121,7 +148,7 @@ async def test_the_example_runs_as_pasted(
     assert (models, clients) == (1, 1)
     namespace = {"__name__": "__main__", "model": MODELS[title](), "BOOTSTRAP": broker.bootstrap,
                  "TOPICS": topics}  # fmt: skip
-    await asyncio.to_thread(exec, compile(code, f"{DOC}:{title}", "exec"), namespace)
+    await _run_bounded(compile(code, f"{DOC}:{title}", "exec"), namespace, EXAMPLE_DEADLINE_S)
     assert capsys.readouterr().out.strip().endswith(ANSWER)
     got = await kafka.consume_count(topics.tool_calls, 2)
     assert [(m.json["type"], m.json["tool"]) for m in got] == [

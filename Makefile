@@ -6,10 +6,13 @@ STAMP := $(VENV)/.installed
 SHELL := /bin/bash
 # Tests that start a Tansu of their own or do not depend on the pass's broker, and are slow (a
 # real OpenClaw gateway): they run once, in the Tansu pass.
-TANSU_ONLY := tests/integration/test_openclaw_gateway.py tests/integration/test_openclaw_outage.py
-# Tests of `loopguard up`, which starts a broker of its own and has no secured mode: not in the
-# secured pass (there they would repeat the Kafka pass).
-NO_SECURE := tests/integration/test_up.py tests/integration/test_installed_up.py
+TANSU_ONLY := tests/integration/test_openclaw_gateway.py tests/integration/test_openclaw_outage.py \
+	tests/integration/test_replay_report.py
+# Not in the secured pass: `loopguard up` starts a broker of its own and has no secured mode
+# (there its tests would repeat the Kafka pass); the framework adapters reach the broker only
+# through RuntimeClient, whose secured connection tests/integration/test_client*.py prove.
+NO_SECURE := tests/integration/test_up.py tests/integration/test_installed_up.py \
+	$(wildcard tests/integration/test_adapter_*.py)
 # Tests that start Apache Kafka brokers of their own: they run once, in the Kafka pass.
 KAFKA_ONLY := tests/integration/test_kafka_broker.py tests/integration/test_secure_kafka.py \
 	tests/chaos/test_kafka_faults.py

@@ -27,7 +27,11 @@ from loopguard_fleet.config.defaults import TOPIC_COMPACTIONS, TOPIC_CONTROL, TO
 from loopguard_fleet.streams.client.quiet import RETRY_NOISE
 from loopguard_fleet.streams.errors import BrokerError, StreamError
 from loopguard_fleet.streams.kafka.admin import topic_partitions
-from loopguard_fleet.streams.kafka.connection import abandon_producer, stop_consumer
+from loopguard_fleet.streams.kafka.connection import (
+    abandon_producer,
+    cancel_until_done,
+    stop_consumer,
+)
 from loopguard_fleet.streams.kafka.security import ClientSecurity
 
 __all__ = ["ClientError", "Connection", "State", "TopicNames", "Topics"]
@@ -175,10 +179,7 @@ class Connection:
                 ",".join(self.bootstrap),
                 len(self._buffer),
             )
-        for task in self._tasks:
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks)
+        await cancel_until_done(self._tasks)
         self._tasks = []
         await self._disconnect()
         RETRY_NOISE.detach(self._noise)
@@ -349,8 +350,7 @@ class Connection:
         self._connected.clear()
         reader, self._reader = self._reader, None
         if reader is not None:
-            reader.cancel()
-            await asyncio.wait([reader])
+            await cancel_until_done([reader])
         consumer, self._consumer = self._consumer, None
         producer, self._producer = self._producer, None
         stops = [

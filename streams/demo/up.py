@@ -40,6 +40,7 @@ from loopguard_fleet.streams.embedded.processes import stop_process
 from loopguard_fleet.streams.embedded.tansu import EmbeddedBroker
 from loopguard_fleet.streams.errors import BrokerError
 from loopguard_fleet.streams.kafka.admin import topic_partitions
+from loopguard_fleet.streams.kafka.connection import cancel_until_done
 
 READY_TIMEOUT_S = 90.0
 UP_FETCH_MAX_WAIT_MS = 5  # the embedded worker's default: docs/client.md, "Verdict latency"
@@ -131,9 +132,7 @@ async def _demo(bootstrap: str, topics: Topics, runs: int) -> None:
         print(f"demo fleet: {sent} events from {runs} runs sent; Ctrl-C to stop", flush=True)
         await tail
     finally:
-        tail.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await tail
+        await cancel_until_done([tail])
 
 
 def _interrupt(signum: int, frame: Any) -> None:

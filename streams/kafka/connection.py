@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from typing import Any
 
@@ -39,11 +39,12 @@ from loopguard_fleet.streams.kafka.security import ClientSecurity
 __all__ = [
     "abandon_producer",
     "broker_connection",
+    "cancel_until_done",
     "close_sockets_before_clients_close",
     "stop_consumer",
 ]
 
-_CANCEL_WAIT_S = 0.05  # between cancels of a sender task that is still waiting
+_CANCEL_WAIT_S = 0.05  # between cancels of a task that is still running
 _CLOSE_WAIT_S = 10.0  # a broker that never answers a TLS close: give up, do not hang
 
 
@@ -74,8 +75,10 @@ async def _closed(conn: Any) -> None:
     if closing is None or conn._protocol is None:
         await asyncio.sleep(0)  # asyncio closes an aborted socket on its next loop turn
         return
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(closing), _CLOSE_WAIT_S)
+    # asyncio.wait, not wait_for: on Python 3.11, wait_for returns the result of a future that
+    # completes as its caller is cancelled, and the cancellation is lost (the caller, say a
+    # task being stopped, then runs on). wait() never swallows it and never cancels `closing`.
+    await asyncio.wait([closing], timeout=_CLOSE_WAIT_S)
 
 
 # The client whose bootstrap() is running in this task (a task it starts inherits it).
@@ -132,6 +135,21 @@ def close_sockets_before_clients_close() -> None:
     client_class._loopguard_closes_sockets = True
 
 
+async def cancel_until_done(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    """Cancel `tasks`, again and again, until every one has ended.
+
+    One cancel is not always enough for a task that awaits aiokafka: on Python 3.11 a
+    cancellation that lands as an awaited call completes is lost inside `asyncio.wait_for`
+    (aiokafka's connect, metadata and close paths use it), and the task runs on into its next
+    await, where nothing would cancel it again.
+    """
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=_CANCEL_WAIT_S)
+
+
 async def abandon_producer(producer: AIOKafkaProducer) -> None:
     """Stop a producer whose broker is lost, failing what it still holds, without waiting.
 
@@ -145,9 +163,7 @@ async def abandon_producer(producer: AIOKafkaProducer) -> None:
     accumulator = producer._message_accumulator
     task = getattr(sender, "sender_task", None)
     if isinstance(task, asyncio.Task) and accumulator is not None:
-        while not task.done():
-            task.cancel()
-            await asyncio.wait([task], timeout=_CANCEL_WAIT_S)
+        await cancel_until_done([task])
         batches = [b for q in accumulator._batches.values() for b in q]
         batches += list(accumulator._pending_batches)
         accumulator.fail_all(KafkaConnectionError("the broker was lost"))

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 import threading
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -40,9 +42,12 @@ async def _run_bounded(code: Any, namespace: dict[str, Any], deadline: float) ->
         finally:
             done.set()
 
-    threading.Thread(target=target, daemon=True, name="docs-example").start()
+    thread = threading.Thread(target=target, daemon=True, name="docs-example")
+    thread.start()
     finished = await asyncio.to_thread(done.wait, deadline)  # returns by the deadline
-    assert finished, f"the example did not finish within {deadline:.0f}s"
+    if not finished:  # where it is stuck: the example's own loop, then this thread's stack
+        stack = "".join(traceback.format_stack(sys._current_frames()[thread.ident or 0]))
+        pytest.fail(f"the example did not finish within {deadline:.0f}s; it is at:\n{stack}")
     if errors:
         raise errors[0]
 

@@ -192,6 +192,7 @@ class Policy:
         init=False, repr=False, compare=False
     )
     _exempt: Mapping[str | None, frozenset[str]] = field(init=False, repr=False, compare=False)
+    _version: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         resolved = {
@@ -218,6 +219,27 @@ class Policy:
                 tool for tool in table if _exempt_set(specific.get(tool), general.get(tool))
             )
         object.__setattr__(self, "_exempt", exempt)
+        object.__setattr__(self, "_version", self._canonical_version())
+        self._stamp(self._version)
+
+    def _stamp(self, version: str) -> None:
+        """Name the version on every resolved `Thresholds`, so each decision carries it."""
+
+        def stamped(th: Thresholds) -> Thresholds:
+            return replace(th, policy_version=version)
+
+        object.__setattr__(self, "_global", stamped(self._global))
+        object.__setattr__(
+            self, "_agents", {agent: stamped(th) for agent, th in self._agents.items()}
+        )
+        object.__setattr__(
+            self,
+            "_tools",
+            {
+                key: {tool: stamped(th) for tool, th in table.items()}
+                for key, table in self._tools.items()
+            },
+        )
 
     @classmethod
     def default(cls) -> Policy:
@@ -312,6 +334,10 @@ class Policy:
         comments, key order, spelling of defaults or OpenClaw keys LoopGuard ignores) share it.
         Channel tools are a service setting, not policy, and are not part of it.
         """
+        return self._version
+
+    def _canonical_version(self) -> str:
+        """Hash the canonical effective form (computed once, at load)."""
         canonical = {**self.effective_all(), "agentIds": "keyed" if self.keyed_ids else "exact"}
         text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]

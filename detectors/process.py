@@ -269,6 +269,8 @@ def _on_call(
     decision = "allow"
     if verdict is None:
         record_call(state, call, th, ev.seq)
+    elif not th.enforce:
+        out.append(_observed(state, ev, call, verdict, th))
     elif verdict.level == "critical":
         decision = "block"
         trigger = Trigger(ev.run_id, ev.event_id, ev.seq)
@@ -286,8 +288,24 @@ def _on_call(
         out.append(_loop_event(state, trigger, call.tool, verdict, published, th))
         record_call(state, call, th, ev.seq)
     if ev.want_verdict:
-        out.append(_verdict(ev, call, decision, out[0].payload if out else None, th))
+        shown = out[0].payload if out and th.enforce else None  # observe answers a plain allow
+        out.append(_verdict(ev, call, decision, shown, th))
     return out
+
+
+def _observed(
+    state: RunState, ev: Event, call: ToolCall, verdict: Verdict, th: Thresholds
+) -> Decision:
+    """Shadow mode: the verdict as a loop event (`enforced: false`), and the call recorded as
+    the runtime ran it. No command, no veto record, no recovery count: the run's history is
+    what really happened, so later counts are those the runtime's own calls make."""
+    published = True
+    if verdict.level != "critical":
+        published = publish_warning(state, verdict.warning_key, verdict.count)
+    trigger = Trigger(ev.run_id, ev.event_id, ev.seq)
+    loop_event = _loop_event(state, trigger, call.tool, verdict, published, th)
+    record_call(state, call, th, ev.seq)
+    return loop_event
 
 
 # The recovery abort's loop_event shares its trigger with the block's: its id needs its own kind.
@@ -397,6 +415,7 @@ def _loop_event(
         payload["liveness_signal"] = v.liveness_signal if isinstance(v, Verdict) else None
         if published and action == "warn":
             payload["note"] = warning_note(v.count)
+    payload["enforced"] = th.enforce
     payload["policy_version"] = th.policy_version
     payload["id"] = did
     return Decision("loop_event", did, ev.run_id, payload)
@@ -441,7 +460,5 @@ def _abort(
         "tool": a.tool,
         "reason": a.message,
     }
-    return [
-        _loop_event(state, ev, a.tool, a, True, th, kind),
-        _command(ev, "abort_run", fields, th),
-    ]
+    event = _loop_event(state, ev, a.tool, a, True, th, kind)
+    return [event, _command(ev, "abort_run", fields, th)] if th.enforce else [event]

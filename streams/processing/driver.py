@@ -422,7 +422,8 @@ class RunDriver:
         wire = decision.to_wire()
         self._outputs.decision(key, encode(wire))
         if decision.kind == "loop_event":
-            self._metrics.count_detection(str(wire.get("detector")), str(wire.get("level")))
+            mode = "observe" if wire.get("enforced") is False else "enforce"
+            self._metrics.count_detection(str(wire.get("detector")), str(wire.get("level")), mode)
         elif decision.kind == "command":
             self._metrics.count_command(str(wire.get("command")))
         return decision.kind == "verdict"

@@ -139,6 +139,10 @@ class LoopEventMessage(_Control):
     )
     liveness_signal: str | None = Field(None, description="openclaw-2026.9 only")
     note: str | None = Field(None, description=_NOTE)
+    enforced: bool = Field(
+        description="false in shadow mode (`loopguard.mode: observe`): decided, not sent as "
+        "a command; the run went on"
+    )
     id: str
 
 

@@ -11,6 +11,7 @@ __all__ = [
     "TOPIC_COMPACTIONS",
     "TOPIC_CONTROL",
     "TOPIC_DEAD_LETTER",
+    "TOPIC_POLICY",
     "TOPIC_TOOL_CALLS",
 ]
 
@@ -18,6 +19,8 @@ TOPIC_TOOL_CALLS: Final = "loopguard.tool-calls"
 TOPIC_COMPACTIONS: Final = "loopguard.compactions"
 TOPIC_CONTROL: Final = "loopguard.control"
 TOPIC_DEAD_LETTER: Final = "loopguard.dead-letter"
+#: The live policy (compacted, one partition, one key): `loopguard policy push` and `show`.
+TOPIC_POLICY: Final = "loopguard.policy"
 
 #: The distribution's name on the package index (`pip install loopguard-fleet`); the import root
 #: is `loopguard_fleet`. PyPI's `loopguard` is an unrelated project.

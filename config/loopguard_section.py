@@ -1,6 +1,8 @@
 """Schema of LoopGuard's own `loopguard` section of a policy file: strict models, validation.
 
+    loopguard.mode                        "enforce" (default) | "observe" (shadow)
     loopguard.tools.<tool>                {warningThreshold, criticalThreshold, exempt, knownPoll}
+    loopguard.agents.<id>.mode            the same, for one agent
     loopguard.agents.<id>.tools.<tool>    the same, for one agent
 
 This module is the one place that reads the section: every LoopGuard-only policy setting is a
@@ -18,9 +20,10 @@ Choices (docs/policy.md, "Per-tool tuning"):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated
+from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 from loopguard_fleet.config.policy_schema import (
     STRICT,
@@ -39,15 +42,37 @@ from loopguard_fleet.config.policy_schema import (
 from loopguard_fleet.detectors.hashing import normalize_tool
 
 __all__ = [
+    "MODES",
     "SECTION",
     "AgentSection",
     "LoopGuardSection",
+    "Mode",
     "ToolTuning",
     "read_section",
     "section_schema",
 ]
 
 SECTION = "loopguard"
+
+Mode = Literal["enforce", "observe"]
+#: enforce: decisions are sent as commands; observe (shadow): published as loop events only.
+MODES: Final[tuple[Mode, ...]] = ("enforce", "observe")
+
+
+def _mode(value: object) -> object:
+    if value in MODES and isinstance(value, str):
+        return value
+    spelled = value.strip().lower() if isinstance(value, str) else None
+    hint = f" (did you mean {spelled!r}?)" if spelled in MODES else ""
+    if value is None:
+        hint = " (leave the key out to inherit)"
+    detail = f"must be 'enforce' or 'observe', got {show(value)}{hint}"
+    raise PydanticCustomError("policy_value", "{detail}", {"detail": detail})
+
+
+ModeSetting = Annotated[
+    Mode | None, BeforeValidator(_mode), WithJsonSchema({"type": "string", "enum": list(MODES)})
+]
 
 
 def _table(what: str) -> BeforeValidator:
@@ -80,14 +105,16 @@ class AgentSection(BaseModel):
 
     model_config = STRICT
 
+    mode: ModeSetting = None  # None: the section's mode
     tools: ToolTable = Field(default_factory=dict)
 
 
 class LoopGuardSection(BaseModel):
-    """The validated `loopguard` section (per-tool tuning, global then per agent)."""
+    """The validated `loopguard` section (mode and per-tool tuning, global then per agent)."""
 
     model_config = STRICT
 
+    mode: ModeSetting = None  # None: enforce
     tools: ToolTable = Field(default_factory=dict)
     agents: Annotated[
         dict[str, Annotated[AgentSection, object_check(AgentSection)]], _table("agent id")

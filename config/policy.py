@@ -26,6 +26,9 @@ Choices where docs/semantics.md §2 is silent:
   critical is raised above its warning, and the breaker above its critical, as for blocks.
   `exempt` turns the rolling detectors off for that tool's calls (`enabled` false in its
   thresholds); `knownPoll` makes its calls known polls. Resolved per (agent, tool) at load.
+- `loopguard.mode` and `loopguard.agents.<id>.mode` (shadow mode) resolve agent first, then
+  the section, then "enforce", into each `Thresholds.enforce`; an agent with a mode and no
+  block of its own gets the global block in its mode. The mode is part of the version.
 - Channel tools (docs/semantics.md §3 rule 7) are service settings, not policy: `with_channel_tools`
   bakes them into every resolved `Thresholds`.
 """
@@ -43,7 +46,12 @@ from typing import TypeVar
 
 import json5
 
-from loopguard_fleet.config.loopguard_section import LoopGuardSection, ToolTuning, read_section
+from loopguard_fleet.config.loopguard_section import (
+    LoopGuardSection,
+    Mode,
+    ToolTuning,
+    read_section,
+)
 from loopguard_fleet.config.policy_schema import (
     LoopDetectionBlock,
     PolicyError,
@@ -186,19 +194,32 @@ class Policy:
     semantics: Semantics = CONFIGURABLE
     tool_tunings: ToolTunings = ()  # loopguard.tools, normalised tool names
     agent_tool_tunings: tuple[tuple[str, ToolTunings], ...] = ()  # loopguard.agents.<id>.tools
+    mode: Mode = "enforce"  # loopguard.mode
+    agent_modes: tuple[tuple[str, Mode], ...] = ()  # loopguard.agents.<id>.mode
     _global: Thresholds = field(init=False, repr=False, compare=False)
     _agents: Mapping[str, Thresholds] = field(init=False, repr=False, compare=False)
     _tools: Mapping[str | None, Mapping[str, Thresholds]] = field(
         init=False, repr=False, compare=False
     )
     _exempt: Mapping[str | None, frozenset[str]] = field(init=False, repr=False, compare=False)
+    _version: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        modes = dict(self.agent_modes)
         resolved = {
-            agent_id: _resolve(block, self.global_block, self.channel_tools, self.semantics)
+            agent_id: replace(
+                _resolve(block, self.global_block, self.channel_tools, self.semantics),
+                enforce=modes.get(agent_id, self.mode) == "enforce",
+            )
             for agent_id, block in self.agent_blocks
         }
-        global_th = _resolve(None, self.global_block, self.channel_tools, self.semantics)
+        global_th = replace(
+            _resolve(None, self.global_block, self.channel_tools, self.semantics),
+            enforce=self.mode == "enforce",
+        )
+        for agent_id, mode in self.agent_modes:  # an agent with a mode and no block of its own
+            if agent_id not in resolved:
+                resolved[agent_id] = replace(global_th, enforce=mode == "enforce")
         object.__setattr__(self, "_global", global_th)
         object.__setattr__(self, "_agents", resolved)
         general = dict(self.tool_tunings)
@@ -218,6 +239,27 @@ class Policy:
                 tool for tool in table if _exempt_set(specific.get(tool), general.get(tool))
             )
         object.__setattr__(self, "_exempt", exempt)
+        object.__setattr__(self, "_version", self._canonical_version())
+        self._stamp(self._version)
+
+    def _stamp(self, version: str) -> None:
+        """Name the version on every resolved `Thresholds`, so each decision carries it."""
+
+        def stamped(th: Thresholds) -> Thresholds:
+            return replace(th, policy_version=version)
+
+        object.__setattr__(self, "_global", stamped(self._global))
+        object.__setattr__(
+            self, "_agents", {agent: stamped(th) for agent, th in self._agents.items()}
+        )
+        object.__setattr__(
+            self,
+            "_tools",
+            {
+                key: {tool: stamped(th) for tool, th in table.items()}
+                for key, table in self._tools.items()
+            },
+        )
 
     @classmethod
     def default(cls) -> Policy:
@@ -312,6 +354,10 @@ class Policy:
         comments, key order, spelling of defaults or OpenClaw keys LoopGuard ignores) share it.
         Channel tools are a service setting, not policy, and are not part of it.
         """
+        return self._version
+
+    def _canonical_version(self) -> str:
+        """Hash the canonical effective form (computed once, at load)."""
         canonical = {**self.effective_all(), "agentIds": "keyed" if self.keyed_ids else "exact"}
         text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -327,6 +373,7 @@ class Policy:
 
 def _render(th: Thresholds) -> dict[str, object]:
     return {
+        "mode": "enforce" if th.enforce else "observe",
         "enabled": th.enabled,
         "historySize": th.history_size,
         "warningThreshold": th.warning_threshold,
@@ -366,6 +413,12 @@ def load_policy(source: str | os.PathLike[str] | Mapping[str, object]) -> Policy
         tool_tunings=_normalized(section.tools),
         agent_tool_tunings=tuple(
             (agent_id, _normalized(entry.tools)) for agent_id, entry in section.agents.items()
+        ),
+        mode=section.mode or "enforce",
+        agent_modes=tuple(
+            (agent_id, entry.mode)
+            for agent_id, entry in section.agents.items()
+            if entry.mode is not None
         ),
     )
 

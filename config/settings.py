@@ -174,6 +174,7 @@ class Settings(KafkaSecuritySettings):
 
     # Policy.
     policy_file: FilePath | None = None
+    policy_topic: str | None = None  # follow this policy topic (docs/policy.md); None: do not
     channel_tools: Annotated[tuple[str, ...], NoDecode] = tuple(sorted(DEFAULT_CHANNEL_TOOLS))
     semantics: Semantics = CONFIGURABLE  # which OpenClaw release's rules decide (docs/semantics.md)
 
@@ -188,11 +189,17 @@ class Settings(KafkaSecuritySettings):
         """Accept `host:port[,host:port…]` with or without `kafka://`; keep Faust's URL form."""
         return broker_url(value)  # BrokerAddressError is a ValueError: pydantic reports it
 
-    @field_validator("topic_tool_calls", "topic_compactions", "topic_control", "topic_dead_letter")
+    @field_validator(
+        "topic_tool_calls",
+        "topic_compactions",
+        "topic_control",
+        "topic_dead_letter",
+        "policy_topic",
+    )
     @classmethod
-    def _topic_name_is_legal(cls, value: str) -> str:
+    def _topic_name_is_legal(cls, value: str | None) -> str | None:
         """Kafka topic names: 1-249 of letters, digits, '.', '_' and '-'."""
-        if not _TOPIC_NAME.match(value):
+        if value is not None and not _TOPIC_NAME.match(value):
             raise ValueError(f"topic name {value!r} must be 1-249 of [A-Za-z0-9._-]")
         return value
 
@@ -233,6 +240,8 @@ class Settings(KafkaSecuritySettings):
             self.topic_control,
             self.topic_dead_letter,
         ]
+        if self.policy_topic is not None:
+            topics.append(self.policy_topic)
         if len(set(topics)) != len(topics):
             problems.append(f"topic names must be distinct, got {topics}")
         if self.heartbeat_ms * 3 > self.session_timeout_ms:

@@ -269,6 +269,8 @@ def _on_call(
     decision = "allow"
     if verdict is None:
         record_call(state, call, th, ev.seq)
+    elif not th.enforce:
+        out.append(_observed(state, ev, call, verdict, th))
     elif verdict.level == "critical":
         decision = "block"
         trigger = Trigger(ev.run_id, ev.event_id, ev.seq)
@@ -286,8 +288,24 @@ def _on_call(
         out.append(_loop_event(state, trigger, call.tool, verdict, published, th))
         record_call(state, call, th, ev.seq)
     if ev.want_verdict:
-        out.append(_verdict(ev, call, decision, out[0].payload if out else None))
+        shown = out[0].payload if out and th.enforce else None  # observe answers a plain allow
+        out.append(_verdict(ev, call, decision, shown, th))
     return out
+
+
+def _observed(
+    state: RunState, ev: Event, call: ToolCall, verdict: Verdict, th: Thresholds
+) -> Decision:
+    """Shadow mode: the verdict as a loop event (`enforced: false`), and the call recorded as
+    the runtime ran it. No command, no veto record, no recovery count: the run's history is
+    what really happened, so later counts are those the runtime's own calls make."""
+    published = True
+    if verdict.level != "critical":
+        published = publish_warning(state, verdict.warning_key, verdict.count)
+    trigger = Trigger(ev.run_id, ev.event_id, ev.seq)
+    loop_event = _loop_event(state, trigger, call.tool, verdict, published, th)
+    record_call(state, call, th, ev.seq)
+    return loop_event
 
 
 # The recovery abort's loop_event shares its trigger with the block's: its id needs its own kind.
@@ -297,7 +315,11 @@ _VERDICT_FIELDS: Final = ("detector", "level", "count", "message", "note")
 
 
 def _verdict(
-    ev: Event, call: ToolCall, decision: str, loop_event: dict[str, JSON] | None
+    ev: Event,
+    call: ToolCall,
+    decision: str,
+    loop_event: dict[str, JSON] | None,
+    th: Thresholds,
 ) -> Decision:
     """The answer to a tool_call's `want_verdict`; a warn or block repeats its loop event's
     detector, level, count, message and (openclaw-2026.9, a published warning) note."""
@@ -314,6 +336,7 @@ def _verdict(
                 payload[name] = loop_event[name]
     payload["trigger_event_id"] = ev.event_id
     payload["seq"] = ev.seq
+    payload["policy_version"] = th.policy_version
     payload["id"] = vid
     return Decision("verdict", vid, ev.run_id, payload)
 
@@ -392,12 +415,15 @@ def _loop_event(
         payload["liveness_signal"] = v.liveness_signal if isinstance(v, Verdict) else None
         if published and action == "warn":
             payload["note"] = warning_note(v.count)
+    payload["enforced"] = th.enforce
+    payload["policy_version"] = th.policy_version
     payload["id"] = did
     return Decision("loop_event", did, ev.run_id, payload)
 
 
-def _command(ev: Trigger, command: str, fields: dict[str, JSON]) -> Decision:
-    """A block_call / abort_run command; `fields` follow the common header in wire order."""
+def _command(ev: Trigger, command: str, fields: dict[str, JSON], th: Thresholds) -> Decision:
+    """A block_call / abort_run command; `fields` follow the common header in wire order, and
+    the deciding policy's version ends it."""
     cid = decision_id(ev.run_id, ev.event_id, command)
     payload: dict[str, JSON] = {
         "type": "command",
@@ -407,6 +433,7 @@ def _command(ev: Trigger, command: str, fields: dict[str, JSON]) -> Decision:
         "trigger_event_id": ev.event_id,
         "seq": ev.seq,
         **fields,
+        "policy_version": th.policy_version,
     }
     return Decision("command", cid, ev.run_id, payload)
 
@@ -421,7 +448,7 @@ def _block(
         "count": v.count,
         "reason": v.message,
     }
-    return [_loop_event(state, ev, call.tool, v, True, th), _command(ev, "block_call", fields)]
+    return [_loop_event(state, ev, call.tool, v, True, th), _command(ev, "block_call", fields, th)]
 
 
 def _abort(
@@ -433,4 +460,5 @@ def _abort(
         "tool": a.tool,
         "reason": a.message,
     }
-    return [_loop_event(state, ev, a.tool, a, True, th, kind), _command(ev, "abort_run", fields)]
+    event = _loop_event(state, ev, a.tool, a, True, th, kind)
+    return [event, _command(ev, "abort_run", fields, th)] if th.enforce else [event]

@@ -72,6 +72,11 @@ class Thresholds:
     channel_tools: frozenset[str] = DEFAULT_CHANNEL_TOOLS
     semantics: Semantics = CONFIGURABLE  # which OpenClaw release's rules decide
     known_poll: bool = False  # the policy names the call's tool a known poll (per-tool tuning)
+    enforce: bool = True  # False: shadow mode, decisions are observed, never sent as commands
+    # The deciding policy's version, stamped on its decisions. It names the policy and does
+    # not change a decision, so it takes no part in equality: two policies' thresholds that
+    # decide alike stay equal (`loopguard compare` shares such runs).
+    policy_version: str | None = field(default=None, compare=False)
 
 
 # ToolCall, Outcome and Record are made for every call on the hot path; frozen dataclasses

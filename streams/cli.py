@@ -7,12 +7,14 @@ docs/audit.md); `--debug` shows the traceback instead.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import importlib.metadata
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import IO, TYPE_CHECKING, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import orjson
 
@@ -22,7 +24,12 @@ from loopguard_fleet.config.broker_address import (
     BrokerAddressError,
     bootstrap_servers,
 )
-from loopguard_fleet.config.defaults import DISTRIBUTION, TOPIC_COMPACTIONS, TOPIC_TOOL_CALLS
+from loopguard_fleet.config.defaults import (
+    DISTRIBUTION,
+    TOPIC_COMPACTIONS,
+    TOPIC_POLICY,
+    TOPIC_TOOL_CALLS,
+)
 from loopguard_fleet.config.policy import DETECTION_ON, read_policy_document
 from loopguard_fleet.config.policy_lint import policy_warnings
 from loopguard_fleet.config.settings import setting_names
@@ -39,6 +46,7 @@ from loopguard_fleet.streams.cli_errors import (
     EXIT_CANNOT_WRITE,
     EXIT_FAILED,
     EXIT_NO_EVENTS,
+    EXIT_NO_INPUT,
     EXIT_OK,
     EXIT_USAGE,
     CliError,
@@ -310,6 +318,89 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
     return EXIT_FAILED if warnings and args.strict else EXIT_OK
 
 
+def _policy_topic_io(args: argparse.Namespace, work: Any) -> Any:
+    """Run one policy-topic exchange with the broker of --broker (no retry: one line)."""
+    client_log = logging.getLogger("aiokafka")
+    level = client_log.level
+    client_log.setLevel(logging.CRITICAL)  # its "Unable connect" line: ours says it once
+    try:
+        return asyncio.run(work(",".join(args.broker), _kafka_security()))
+    finally:
+        client_log.setLevel(level)
+
+
+def _live_policy(records: Sequence[Any]) -> tuple[Policy | None, int | None]:
+    """The last valid policy of the topic's records (what workers decide with), its offset."""
+    from loopguard_fleet.config.policy_record import PolicyRecordError, read_policy_record
+
+    for record in reversed(records):
+        try:
+            return read_policy_record(record.value), record.offset
+        except PolicyRecordError:
+            continue
+    return None, None
+
+
+def cmd_policy_push(args: argparse.Namespace) -> int:
+    """Validate a policy file as `policy check` does, show what changes, publish it."""
+    from loopguard_fleet.config.policy_record import (
+        MAX_POLICY_RECORD_BYTES,
+        effective_changes,
+        encode_policy_record,
+    )
+    from loopguard_fleet.streams.kafka.policy_topic import (
+        ensure_policy_topic,
+        publish_policy,
+        read_policy_records,
+    )
+
+    try:
+        policy = load_policy(args.file)
+    except PolicyError as e:
+        print(f"invalid policy {args.file}: not pushed", file=sys.stderr)
+        for issue in e.issues:
+            print(f"  {issue.path}: {issue.message}", file=sys.stderr)
+        return EXIT_FAILED
+    value = encode_policy_record(read_policy_document(args.file))
+    if len(value) > MAX_POLICY_RECORD_BYTES:
+        raise CliError(
+            f"{args.file}: {len(value)} bytes as JSON, more than the {MAX_POLICY_RECORD_BYTES} "
+            "a policy record may have: not pushed",
+            EXIT_FAILED,
+        )
+
+    async def push(broker: str, security: Any) -> tuple[Policy | None, int]:
+        await ensure_policy_topic(broker, args.topic, security=security)
+        live, _ = _live_policy(await read_policy_records(broker, args.topic, security=security))
+        if live is not None and live.version == policy.version:
+            return live, -1
+        return live, await publish_policy(broker, args.topic, value, security=security)
+
+    live, offset = _policy_topic_io(args, push)
+    if offset < 0:
+        _write(f"{policy.version} is already live on {args.topic}: nothing pushed\n")
+        return EXIT_OK
+    changes = effective_changes(live, policy)
+    was = live.version if live is not None else "none"
+    lines = [f"{was} → {policy.version} ({args.topic} offset {offset})", *changes]
+    _write("\n".join(lines) + "\n")
+    return EXIT_OK
+
+
+def cmd_policy_show(args: argparse.Namespace) -> int:
+    """Print the live policy of the policy topic: its version and effective blocks."""
+    from loopguard_fleet.streams.kafka.policy_topic import read_policy_records
+
+    async def show(broker: str, security: Any) -> Any:
+        return await read_policy_records(broker, args.topic, security=security)
+
+    live, offset = _live_policy(_policy_topic_io(args, show))
+    if live is None:
+        raise CliError(f"no valid policy on {args.topic}", EXIT_NO_INPUT)
+    _write(json_text({"version": live.version, "offset": offset, **live.effective_all()}))
+    return EXIT_OK
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schemas of the wire input events, or of the policy file (--policy)."""
     if args.policy:
@@ -468,6 +559,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_semantics(chk)
     chk.set_defaults(func=cmd_policy_check)
+    for name, func, what in (
+        ("push", cmd_policy_push, "validate a policy and publish it to the policy topic"),
+        ("show", cmd_policy_show, "print the live policy of the policy topic"),
+    ):
+        cmd = psub.add_parser(name, help=what, parents=[common])
+        if name == "push":
+            cmd.add_argument("file")
+        cmd.add_argument(
+            "--broker",
+            type=_broker,
+            default=os.environ.get("LOOPGUARD_BROKER") or "127.0.0.1:9092",
+            help=f"{ADDRESS_FORMAT} (default: LOOPGUARD_BROKER or 127.0.0.1:9092)",
+        )
+        cmd.add_argument(
+            "--topic",
+            default=os.environ.get("LOOPGUARD_POLICY_TOPIC") or TOPIC_POLICY,
+            help=f"the policy topic (default: LOOPGUARD_POLICY_TOPIC or {TOPIC_POLICY})",
+        )
+        cmd.set_defaults(func=func)
 
     sc = sub.add_parser(
         "schema", help="print the JSON Schemas of the wire events", parents=[common]

@@ -148,7 +148,7 @@ class OfflineMetrics(Metrics):
     def count_events(self, event_type: str, n: int = 1) -> None:
         """Count nothing."""
 
-    def count_detection(self, detector: str, level: str) -> None:
+    def count_detection(self, detector: str, level: str, mode: str = "enforce") -> None:
         """Count nothing."""
 
     def count_command(self, command: str) -> None:

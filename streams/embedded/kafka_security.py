@@ -21,12 +21,14 @@ from typing import Final
 
 from pydantic import SecretStr
 
+from loopguard_fleet.config.defaults import TOPIC_POLICY
 from loopguard_fleet.streams.embedded.child import HOST
 from loopguard_fleet.streams.errors import BrokerError
 from loopguard_fleet.streams.kafka.security import ClientSecurity
 
 __all__ = [
     "ADMIN",
+    "OPERATOR",
     "OUTSIDER",
     "RUNTIME",
     "USERS",
@@ -41,8 +43,9 @@ __all__ = [
 ADMIN: Final = "admin"  # the super user: the operator who creates topics and ACLs
 WORKER: Final = "loopguard-worker"
 RUNTIME: Final = "agent-runtime"
+OPERATOR: Final = "loopguard-operator"  # publishes policies (`loopguard policy push`)
 OUTSIDER: Final = "outsider"  # authenticates fine, holds no ACL
-USERS: Final = (ADMIN, WORKER, RUNTIME, OUTSIDER)
+USERS: Final = (ADMIN, WORKER, RUNTIME, OPERATOR, OUTSIDER)
 MECHANISM: Final = "SCRAM-SHA-512"
 _DAYS: Final = "2"
 
@@ -85,8 +88,10 @@ def loopguard_acls(
     dead_letter: str,
     app_id: str,
     changelog: str,
+    policy: str = TOPIC_POLICY,
     worker: str = WORKER,
     runtime: str = RUNTIME,
+    operator: str = OPERATOR,
 ) -> list[Acl]:
     """The least-privilege rules for one LoopGuard deployment (docs/security.md)."""
     inputs = (tool_calls, compactions)
@@ -101,6 +106,11 @@ def loopguard_acls(
     # It creates (or finds) its own topics before subscribing (streams/worker/run.py).
     for topic in (*inputs, control, dead_letter, changelog):
         rules.append(Acl(worker, "create", "topic", topic))
+    # The policy topic (docs/policy.md): workers read it without a group, and create it
+    # (LOOPGUARD_POLICY_TOPIC); only the operator principal publishes a policy (and reads and
+    # creates the topic: `policy push` shows the change against the live version).
+    rules += [Acl(worker, op, "topic", policy) for op in ("read", "describe", "create")]
+    rules += [Acl(operator, op, "topic", policy) for op in ("write", "read", "describe", "create")]
     # Agent runtimes: publish their events, read verdicts and commands without a group.
     for topic in inputs:
         rules += [Acl(runtime, "write", "topic", topic), Acl(runtime, "describe", "topic", topic)]

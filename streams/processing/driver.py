@@ -164,6 +164,17 @@ class RunDriver:
         self._hot = HotRuns(limits.hot_runs)
 
     @property
+    def policy(self) -> Policy:
+        """The policy deciding now."""
+        return self._policy
+
+    def set_policy(self, policy: Policy) -> None:
+        """Decide the next events with another policy; run states and partitions stay."""
+        self._policy = policy
+        self._thresholds = {}
+        self._tuned = policy.has_tool_tuning
+
+    @property
     def has_dirty(self) -> bool:
         """True when a checkpoint has runs to write."""
         return any(p.dirty for p in self._partitions.values())
@@ -401,7 +412,7 @@ class RunDriver:
         return LiveRun(RunState()) if self._is_idle(stamp_ms, now) else LiveRun(state, stamp_ms)
 
     def thresholds(self, agent_id: str | None) -> Thresholds:
-        """Thresholds of an agent (cached; the policy is immutable)."""
+        """Thresholds of an agent (cached until the policy is replaced)."""
         th = self._thresholds.get(agent_id)
         if th is None:
             th = self._thresholds[agent_id] = self._policy.for_agent(agent_id)
@@ -422,7 +433,8 @@ class RunDriver:
         wire = decision.to_wire()
         self._outputs.decision(key, encode(wire))
         if decision.kind == "loop_event":
-            self._metrics.count_detection(str(wire.get("detector")), str(wire.get("level")))
+            mode = "observe" if wire.get("enforced") is False else "enforce"
+            self._metrics.count_detection(str(wire.get("detector")), str(wire.get("level")), mode)
         elif decision.kind == "command":
             self._metrics.count_command(str(wire.get("command")))
         return decision.kind == "verdict"

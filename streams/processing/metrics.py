@@ -91,8 +91,8 @@ class Metrics:
         )
         self.detections = Counter(
             "loopguard_detections",
-            "Loop verdicts and guard aborts, by detector and level.",
-            ["detector", "level"],
+            "Loop verdicts and guard aborts, by detector, level and mode (enforce, observe).",
+            ["detector", "level", "mode"],
             registry=r,
         )
         self.commands = Counter(
@@ -135,7 +135,7 @@ class Metrics:
         )
         r.register(self.processing_seconds)
         self._events_by_type = {t: self.events.labels(type=t) for t in EVENT_TYPES}
-        self._detections: dict[tuple[str, str], Counter] = {}
+        self._detections: dict[tuple[str, str, str], Counter] = {}
         self._commands: dict[str, Counter] = {}
         self._rejected: dict[str, Counter] = {}
 
@@ -151,12 +151,14 @@ class Metrics:
             child = self._events_by_type[event_type] = self.events.labels(type=event_type)
         child.inc(n)
 
-    def count_detection(self, detector: str, level: str) -> None:
-        """Count one verdict or guard abort."""
-        key = (detector, level)
+    def count_detection(self, detector: str, level: str, mode: str = "enforce") -> None:
+        """Count one verdict or guard abort, enforced or observed (shadow mode)."""
+        key = (detector, level, mode)
         child = self._detections.get(key)
         if child is None:
-            child = self._detections[key] = self.detections.labels(detector=detector, level=level)
+            child = self._detections[key] = self.detections.labels(
+                detector=detector, level=level, mode=mode
+            )
         child.inc()
 
     def count_command(self, command: str) -> None:

@@ -104,6 +104,10 @@ class _Control(BaseModel):
     run_id: str
     trigger_event_id: str = Field(description="the input event that caused this message")
     seq: int = Field(description="that event's seq")
+    policy_version: str | None = Field(
+        description="the version of the policy that decided it (`sha256:` + 16 hex, "
+        "docs/policy.md); null only from the engine used without a policy"
+    )
 
 
 _Level = Literal["warning", "critical"]
@@ -135,6 +139,10 @@ class LoopEventMessage(_Control):
     )
     liveness_signal: str | None = Field(None, description="openclaw-2026.9 only")
     note: str | None = Field(None, description=_NOTE)
+    enforced: bool = Field(
+        description="false in shadow mode (`loopguard.mode: observe`): decided, not sent as "
+        "a command; the run went on"
+    )
     id: str
 
 

@@ -15,6 +15,7 @@ from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.streams.cli_errors import EXIT_BROKER_REFUSED, EXIT_BROKER_UNREACHABLE
 from loopguard_fleet.streams.kafka.admin import create_topics
 from loopguard_fleet.streams.kafka.broker_wait import BrokerUnreachable, retry_until_reachable
+from loopguard_fleet.streams.kafka.policy_topic import ensure_policy_topic, read_policy_records
 from loopguard_fleet.streams.kafka.security import BrokerRefused, ClientSecurity
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.outbox import BatchOutbox, Outbox
@@ -28,6 +29,7 @@ from loopguard_fleet.streams.worker.broker_watch import (
 from loopguard_fleet.streams.worker.exactly_once import TransactionalOutbox
 from loopguard_fleet.streams.worker.faust.internals import QuietWorker
 from loopguard_fleet.streams.worker.memory import HeapTrimmer, fix_mmap_threshold, glibc_malloc_trim
+from loopguard_fleet.streams.worker.policy_follower import PolicyFollower, initial_policy
 
 __all__ = ["assemble", "ensure_topics", "run_worker"]
 
@@ -60,8 +62,29 @@ def _policy(settings: Settings) -> Policy:
     return policy.with_semantics(settings.semantics)
 
 
-def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring, RunProcessor]:
-    """Build the app with its agent installed (no broker connection yet)."""
+async def read_initial_policy(settings: Settings) -> tuple[Policy, int]:
+    """The policy topic's last valid version (else the file's) and the offset to follow from;
+    creates the topic when it is missing."""
+    assert settings.policy_topic is not None
+    security = ClientSecurity.from_settings(settings)
+    bootstrap = ",".join(settings.bootstrap_servers)
+    await ensure_policy_topic(
+        bootstrap,
+        settings.policy_topic,
+        replication_factor=settings.replication_factor,
+        security=security,
+    )
+    records = await read_policy_records(bootstrap, settings.policy_topic, security=security)
+    return initial_policy(records, _policy(settings), settings.semantics)
+
+
+def assemble(
+    settings: Settings,
+    metrics: Metrics | None = None,
+    followed: tuple[Policy, int] | None = None,
+) -> tuple[Wiring, RunProcessor]:
+    """Build the app with its agent installed (no broker connection yet); `followed`: the
+    policy topic's version and the offset to follow it from (`read_initial_policy`)."""
     metrics = metrics if metrics is not None else Metrics()
     settings.worker_data_dir.mkdir(parents=True, exist_ok=True)
     wiring = build_app(settings, metrics)
@@ -72,10 +95,12 @@ def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring
         if settings.processing_guarantee == "exactly_once"
         else BatchOutbox(wiring.app, settings.topic_control, settings.partitions)
     )
-    policy = _policy(settings)
+    policy = _policy(settings) if followed is None else followed[0]
     metrics.set_policy(policy.version)
     processor = RunProcessor(wiring, settings, policy, metrics, outbox)
     install_agent(wiring, processor, settings)
+    if followed is not None:
+        _install_policy_follower(wiring, settings, processor, metrics, followed[1])
     if settings.malloc_trim:  # last hook: after the checkpoint and its producer drain
         wiring.app.before_commit.append(HeapTrimmer(glibc_malloc_trim()).after_checkpoint)
     return wiring, processor
@@ -102,7 +127,14 @@ def run_worker(settings: Settings) -> int:
     except BrokerRefused as exc:  # credentials, CA or ACL: retrying cannot help
         sys.stderr.write(f"loopguard worker: {exc}\n")
         return EXIT_BROKER_REFUSED
-    wiring, _ = assemble(settings)
+    followed = None
+    if settings.policy_topic is not None:
+        try:
+            followed = loop.run_until_complete(read_initial_policy(settings))
+        except BrokerRefused as exc:
+            sys.stderr.write(f"loopguard worker: {exc}\n")
+            return EXIT_BROKER_REFUSED
+    wiring, _ = assemble(settings, followed=followed)
     watch = _install_broker_watch(wiring, settings)
     worker = QuietWorker(
         wiring.app,
@@ -125,6 +157,30 @@ def run_worker(settings: Settings) -> int:
     if code != 0 and asyncio.run(watch.confirm_after_crash()):
         code = EXIT_BROKER_DATA_LOST  # a supervisor restarts the worker: it recovers
     return code
+
+
+def _install_policy_follower(
+    wiring: Wiring, settings: Settings, processor: RunProcessor, metrics: Metrics, start: int
+) -> None:
+    """Follow the policy topic from `start` for as long as the worker runs."""
+    assert settings.policy_topic is not None
+    dead_letters = wiring.dead_letter
+    follower = PolicyFollower(
+        ",".join(settings.bootstrap_servers),
+        settings.policy_topic,
+        start,
+        semantics=settings.semantics,
+        apply=processor.set_policy,
+        dead_letter=lambda key, value: dead_letters.send_soon(key=key, value=value),
+        metrics=metrics,
+        prefix_bytes=settings.dead_letter_prefix_bytes,
+        security=ClientSecurity.from_settings(settings),
+    )
+
+    @wiring.app.task  # type: ignore[untyped-decorator]  # Faust's task decorator is untyped
+    async def follow_policy() -> None:
+        """See streams/worker/policy_follower.py."""
+        await follower.run()
 
 
 def _install_broker_watch(wiring: Wiring, settings: Settings) -> BrokerWatch:

@@ -58,6 +58,7 @@ EXPORTED_LABELS: dict[str, dict[str, frozenset[str] | None]] = {
             }
         ),
         "level": frozenset({"warning", "critical"}),
+        "mode": frozenset({"enforce", "observe"}),
     },
     "loopguard_commands": {"command": frozenset({"block_call", "abort_run"})},
     "loopguard_events_rejected": {"reason": None},

@@ -29,9 +29,12 @@ from loopguard_fleet.streams.embedded.child import free_port
 from loopguard_fleet.streams.embedded.kafka import _secure_ready
 from loopguard_fleet.streams.embedded.kafka_security import (
     ADMIN,
+    OPERATOR,
     OUTSIDER,
     RUNTIME,
     WORKER,
+    create_acls,
+    loopguard_acls,
     make_ca,
 )
 from loopguard_fleet.streams.kafka.admin import create_topics
@@ -442,3 +445,35 @@ async def test_a_client_started_and_stopped_at_once_leaves_no_socket_open(
             warnings.simplefilter("always")
             await asyncio.to_thread(asyncio.run, start_and_stop(proxy.bootstrap))
             assert _resource_warnings(caught) == []
+
+
+async def test_only_the_operator_principal_may_push_a_policy(
+    secure_broker: KafkaBroker, secure_topics: TopicSet, tmp_path: Path
+) -> None:
+    b, ts = secure_broker, secure_topics
+    topic = f"{ts.group_id}.policy"
+    acls = loopguard_acls(
+        tool_calls=ts.tool_calls, compactions=ts.compactions, control=ts.control,
+        dead_letter=ts.dead_letter, app_id=ts.group_id,
+        changelog=f"{ts.group_id}-loopguard-runs-changelog", policy=topic,
+    )  # fmt: skip
+    await create_acls(b.bootstrap, b.credentials(ADMIN), [a for a in acls if a.name == topic])
+
+    def push(user: str, mode: str) -> subprocess.CompletedProcess[str]:
+        policy = tmp_path / f"{mode}.json"
+        policy.write_bytes(orjson.dumps({**POLICY, "loopguard": {"mode": mode}}))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
+        settings = security_settings(b.credentials(user))
+        env.update({f"LOOPGUARD_{k.upper()}": str(v) for k, v in settings.items()})
+        return subprocess.run(
+            [sys.executable, "-m", "loopguard_fleet.streams.cli", "policy", "push", str(policy),
+             "--broker", b.bootstrap, "--topic", topic],
+            capture_output=True, text=True, timeout=120, cwd=REPO, env=env,
+        )  # fmt: skip
+
+    pushed = await asyncio.to_thread(push, OPERATOR, "enforce")
+    assert pushed.returncode == 0, pushed.stderr
+    refused = await asyncio.to_thread(push, WORKER, "observe")  # it may read it, not write it
+    assert refused.returncode == EXIT_BROKER_REFUSED, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert "not authorized: writing to" in refused.stderr

@@ -255,7 +255,13 @@ async def test_metrics_and_healthz_are_served_on_the_web_port(
     body = await worker.wait_until(
         "/metrics", lambda b: 'loopguard_commands_total{command="block_call"} 1.0' in b, 60
     )
-    assert 'loopguard_detections_total{detector="generic_repeat",level="critical"} 1.0' in body
-    assert 'loopguard_detections_total{detector="generic_repeat",level="warning"} 10.0' in body
+    assert (
+        'loopguard_detections_total{detector="generic_repeat",level="critical",mode="enforce"} 1.0'
+        in body
+    )
+    assert (
+        'loopguard_detections_total{detector="generic_repeat",level="warning",mode="enforce"} 10.0'
+        in body
+    )
     assert "loopguard_runs_active 1.0" in body
     assert "loopguard_duplicates_total 0.0" in body

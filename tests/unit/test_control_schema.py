@@ -67,10 +67,29 @@ def test_the_guard_abort_fits_the_control_schema() -> None:
         CONTROL.validate_python(payload)
 
 
+def test_every_decision_names_the_policy_that_made_it() -> None:
+    policy = load_policy({"tools": {"loopDetection": {"enabled": True}}})
+    lines = (TRACES / "openclaw-P1-r5.jsonl").read_bytes().splitlines()
+    out = [
+        d.to_wire() for d in replay_lines(Replayer(policy), lines) if not isinstance(d, Rejected)
+    ]
+    assert {p["type"] for p in out} == {"loop_event", "command"}
+    assert {p["policy_version"] for p in out} == {policy.version}
+    tuned = load_policy(
+        {
+            "tools": {"loopDetection": {"enabled": True}},
+            "loopguard": {"tools": {"read": {"criticalThreshold": 40}}},
+        }
+    )
+    out = [d.to_wire() for d in replay_lines(Replayer(tuned), lines) if not isinstance(d, Rejected)]
+    assert {p["policy_version"] for p in out} == {tuned.version} != {policy.version}
+
+
 def test_an_undocumented_field_is_refused() -> None:
     verdict = {
         "type": "verdict", "run_id": "r", "tool_call_id": "c", "decision": "allow",
-        "trigger_event_id": "e", "seq": 1, "id": "x",
+        "trigger_event_id": "e", "seq": 1, "policy_version": "sha256:0123456789abcdef",
+        "id": "x",
     }  # fmt: skip
     CONTROL.validate_python(verdict)
     with pytest.raises(ValidationError):

@@ -192,10 +192,13 @@ def test_the_recovery_abort_counts_as_a_detection_and_an_abort_run() -> None:
         [InputRecord("t", 0, i, None, b"r", orjson.dumps(ev)) for i, ev in enumerate(events)]
     )
     value = metrics.registry.get_sample_value
-    exhausted = {"detector": "tool_loop_recovery_exhausted", "level": "critical"}
+    exhausted = {"detector": "tool_loop_recovery_exhausted", "level": "critical", "mode": "enforce"}
     assert value("loopguard_detections_total", exhausted) == 1
     assert (
-        value("loopguard_detections_total", {"detector": "generic_repeat", "level": "critical"})
+        value(
+            "loopguard_detections_total",
+            {"detector": "generic_repeat", "level": "critical", "mode": "enforce"},
+        )
         == 2
     )
     assert value("loopguard_commands_total", {"command": "abort_run"}) == 1

@@ -232,6 +232,7 @@ def test_the_default_policy_has_every_default_with_the_detectors_off() -> None:
 def test_effective_prints_the_resolved_block_in_openclaw_key_names() -> None:
     policy = load_policy(doc({"warningThreshold": 30, "detectors": {"pingPong": False}}))
     assert policy.effective(None) == {
+        "mode": "enforce",
         "enabled": False,
         "historySize": 30,
         "warningThreshold": 30,

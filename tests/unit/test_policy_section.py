@@ -35,7 +35,7 @@ def issues(document: dict[str, object]) -> list[tuple[str, str]]:
 @pytest.mark.parametrize(
     ("section", "path", "message"),
     [
-        ([], "loopguard", "must be an object (keys: tools, agents), got []"),
+        ([], "loopguard", "must be an object (keys: mode, tools, agents), got []"),
         ({"tool": {}}, "loopguard", "unknown key 'tool' (did you mean 'tools'?)"),
         ({"tools": []}, "loopguard.tools", "must be an object keyed by tool name, got []"),
         ({"tools": {"read": 3}}, "loopguard.tools.read", "must be an object (keys: " + TOOL_KEYS),
@@ -78,9 +78,29 @@ def issues(document: dict[str, object]) -> list[tuple[str, str]]:
             'must be a boolean (true/false), got "true" (a string; write true without quotes)',
         ),
         (
-            {"agents": {"main": {"mode": "observe"}}},
+            {"agents": {"main": {"mdoe": "observe"}}},
             "loopguard.agents.main",
-            "unknown key 'mode'; valid keys: tools",
+            "unknown key 'mdoe' (did you mean 'mode'?); valid keys: mode, tools",
+        ),
+        (
+            {"mode": "shadow"},
+            "loopguard.mode",
+            "must be 'enforce' or 'observe', got \"shadow\"",
+        ),
+        (
+            {"agents": {"main": {"mode": "Observe"}}},
+            "loopguard.agents.main.mode",
+            "must be 'enforce' or 'observe', got \"Observe\" (did you mean 'observe'?)",
+        ),
+        (
+            {"mode": None},
+            "loopguard.mode",
+            "must be 'enforce' or 'observe', got null (leave the key out to inherit)",
+        ),
+        (
+            {"mode": False},
+            "loopguard.mode",
+            "must be 'enforce' or 'observe', got false",
         ),
         (
             {"agents": {"tools": {"tools": {"tools": {"exempt": 1}}}}},

@@ -37,15 +37,17 @@ def test_the_default_profile_writes_loop_events_without_profile_fields() -> None
     payload = _loop_events(_failing_reads(11), OLD)[0]
     assert list(payload) == [
         "type", "run_id", "trigger_event_id", "seq", "tool", "level", "action", "detector",
-        "count", "message", "warning_key", "paired_tool", "published", "agent_id", "id",
+        "count", "message", "warning_key", "paired_tool", "published", "agent_id", "enforced",
+        "policy_version", "id",
     ]  # fmt: skip
 
 
 def test_the_2026_9_profile_names_itself_in_every_loop_event() -> None:
     events = _loop_events(_failing_reads(25), NEW)
     assert {(e["semantics"], e["liveness_signal"]) for e in events} == {("openclaw-2026.9", None)}
-    assert list(events[1])[-3:] == ["semantics", "liveness_signal", "id"]  # unpublished warning
-    assert list(events[0])[-4:] == ["semantics", "liveness_signal", "note", "id"]  # published
+    tail = ["enforced", "policy_version", "id"]
+    assert list(events[1])[-5:] == ["semantics", "liveness_signal", *tail]  # unpublished warning
+    assert list(events[0])[-6:] == ["semantics", "liveness_signal", "note", *tail]  # published
 
 
 def test_the_2026_9_critical_generic_message() -> None:

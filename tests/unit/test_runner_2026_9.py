@@ -186,7 +186,7 @@ def test_verdicts_repeat_their_loop_event() -> None:
     published, quiet, allow = verdicts
     assert list(published) == [
         "type", "run_id", "tool_call_id", "decision", "detector", "level", "count", "message",
-        "note", "trigger_event_id", "seq", "id",
+        "note", "trigger_event_id", "seq", "policy_version", "id",
     ]  # fmt: skip
     loop_event = next(d.payload for d in out[20] if d.kind == "loop_event")
     assert {k: published[k] for k in ("detector", "level", "count", "message", "note")} == {
@@ -199,7 +199,8 @@ def test_verdicts_repeat_their_loop_event() -> None:
     )
     assert (quiet["decision"], quiet["count"], "note" in quiet) == ("warn", 11, False)
     assert list(allow) == [
-        "type", "run_id", "tool_call_id", "decision", "trigger_event_id", "seq", "id",
+        "type", "run_id", "tool_call_id", "decision", "trigger_event_id", "seq",
+        "policy_version", "id",
     ]  # fmt: skip
 
 

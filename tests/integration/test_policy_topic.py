@@ -1,0 +1,138 @@
+"""The policy topic on the real broker: `loopguard policy push` and `show`, a live worker that
+takes each valid version without a restart, and refuses an invalid record (dead letter,
+counter) while it keeps deciding with the last good version."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.config.policy_record import POLICY_KEY
+from loopguard_fleet.streams.cli import main
+from tests.worker_process import WorkerLauncher, WorkerProcess
+
+from .conftest import KafkaIO, SessionBroker, TopicSet, worker_settings
+from .test_worker import of_run, produce
+
+TRACE = Path(__file__).resolve().parent.parent / "data" / "traces" / "openclaw-P1-r5.jsonl"
+ENFORCE = {"tools": {"loopDetection": {"enabled": True}}}
+OBSERVE = {"tools": {"loopDetection": {"enabled": True}}, "loopguard": {"mode": "observe"}}
+
+
+@pytest.fixture
+def policy_topic(topics: TopicSet) -> str:
+    """This test's own policy topic (the worker creates it)."""
+    return f"{topics.group_id}.policy"
+
+
+@pytest.fixture
+def start_worker(
+    broker: SessionBroker, topics: TopicSet, tmp_path: Path, policy_topic: str
+) -> Iterator[Callable[..., WorkerProcess]]:
+    """A worker on the enforcing policy file that follows the policy topic."""
+    policy_file = tmp_path / "enforce.json"
+    policy_file.write_bytes(orjson.dumps(ENFORCE))
+    launcher = WorkerLauncher(
+        {
+            "broker": broker.url,
+            "partitions": topics.partitions,
+            "topic_tool_calls": topics.tool_calls,
+            "topic_compactions": topics.compactions,
+            "topic_control": topics.control,
+            "topic_dead_letter": topics.dead_letter,
+            "app_id": topics.group_id,
+            "data_dir": tmp_path / "data",
+            "policy_file": policy_file,
+            "policy_topic": policy_topic,
+            **worker_settings(broker),
+        },
+        tmp_path,
+    )
+    yield launcher.start
+    launcher.stop_all()
+
+
+async def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run `loopguard …` (it runs its own event loop, so in a thread); exit code and output."""
+    code = await asyncio.to_thread(main, list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _version_is(version: str) -> Callable[[str], bool]:
+    return lambda body: f'loopguard_policy_info{{version="{version}"}} 1.0' in body
+
+
+async def test_push_switches_a_live_worker_and_an_invalid_record_changes_nothing(
+    start_worker: Callable[..., WorkerProcess],
+    topics: TopicSet,
+    kafka: KafkaIO,
+    policy_topic: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    enforce, observe = load_policy(ENFORCE), load_policy(OBSERVE)
+    worker = start_worker()
+    await worker.wait_until("/metrics", _version_is(enforce.version), 30)  # the file's
+
+    # A record no push would write: refused, dead-lettered, counted; the file's version stays.
+    await kafka.produce_raw(policy_topic, [b"{not json"], key=POLICY_KEY)
+    letters = await kafka.consume_until(topics.dead_letter, lambda ms: len(ms) >= 1, 30)
+    assert [m.json["reason"] for m in letters] == ["policy_not_json"]  # type: ignore[index]
+    body = await worker.wait_until("/metrics", lambda b: "policy_not_json" in b, 10)
+    assert 'loopguard_events_rejected_total{reason="policy_not_json"} 1.0' in body
+    assert _version_is(enforce.version)(body)
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"loopguard": {"tools": {"read": {"criticalThreshold": 0}}}}))
+    broker = kafka.bootstrap
+    code, _, err = await _cli(capsys, "policy", "push", str(bad), "--broker", broker,
+                              "--topic", policy_topic)  # fmt: skip
+    assert code == 1 and "loopguard.tools.read.criticalThreshold" in err
+
+    async def push(policy: dict[str, Any]) -> tuple[int, list[str]]:
+        path = tmp_path / "push.json"
+        path.write_text(json.dumps(policy))
+        code, out, _ = await _cli(capsys, "policy", "push", str(path), "--broker", broker,
+                                  "--topic", policy_topic)  # fmt: skip
+        return code, out.splitlines()
+
+    code, lines = await push(ENFORCE)  # the first version on the topic: every line is new
+    assert code == 0 and lines[0] == f"none → {enforce.version} ({policy_topic} offset 1)"
+    assert 'global.mode: (none) → "enforce"' in lines
+    assert await push(ENFORCE) == (0, [f"{enforce.version} is already live on {policy_topic}: "
+                                       "nothing pushed"])  # fmt: skip
+    code, lines = await push(OBSERVE)
+    assert (code, lines) == (
+        0,
+        [
+            f"{enforce.version} → {observe.version} ({policy_topic} offset 2)",
+            'global.mode: "enforce" → "observe"',
+        ],
+    )
+    await worker.wait_until("/metrics", _version_is(observe.version), 10)
+
+    # Same worker, no restart: the next run is decided by the pushed version, in shadow.
+    events = [json.loads(line) for line in TRACE.read_text().splitlines()]
+    run_id = events[0]["run_id"]
+    await produce(broker, [(topics.tool_calls, run_id.encode(), orjson.dumps(e)) for e in events])
+    got = await kafka.consume_until(topics.control, lambda ms: len(ms) >= 100, 60)
+    decisions: list[dict[str, Any]] = of_run(got, run_id)
+    assert decisions and {d["policy_version"] for d in decisions} == {observe.version}
+    assert {d["type"] for d in decisions} == {"loop_event"}
+
+    code, out, _ = await _cli(capsys, "policy", "show", "--broker", broker, "--topic", policy_topic)
+    assert code == 0
+    shown = json.loads(out)
+    assert (shown["version"], shown["offset"], shown["global"]["mode"]) == (
+        observe.version,
+        2,
+        "observe",
+    )

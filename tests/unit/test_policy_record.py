@@ -1,0 +1,127 @@
+"""Policy records (config/policy_record.py) and a worker's follower refusing bad ones
+(streams/worker/policy_follower.py): the bad-input list of docs/policy.md, without a broker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from loopguard_fleet.config import Policy, load_policy
+from loopguard_fleet.config.policy_record import (
+    MAX_POLICY_RECORD_BYTES,
+    POLICY_KEY,
+    PolicyRecordError,
+    effective_changes,
+    encode_policy_record,
+    read_policy_record,
+)
+from loopguard_fleet.streams.kafka.security import PLAINTEXT
+from loopguard_fleet.streams.kafka.topic_reader import TopicRecord
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.worker.policy_follower import PolicyFollower, initial_policy
+
+ON = {"tools": {"loopDetection": {"enabled": True}}}
+BAD = {
+    "not JSON": (b"{tools:", "policy_not_json", "not JSON"),
+    "not UTF-8": (b'{"tools": "\xff"}', "policy_not_json", "not JSON"),
+    "too large": (b" " * (MAX_POLICY_RECORD_BYTES + 1), "policy_too_large", "bytes, more than"),
+    "unknown key": (
+        b'{"loopguard": {"mdoe": "observe"}}',
+        "policy_invalid",
+        "loopguard: unknown key 'mdoe' (did you mean 'mode'?)",
+    ),
+    "threshold below 1": (
+        b'{"loopguard": {"tools": {"read": {"warningThreshold": 0}}}}',
+        "policy_invalid",
+        "loopguard.tools.read.warningThreshold: must be a whole number > 0, got 0",
+    ),
+    "not an object": (b"[1]", "policy_invalid", "must be an object"),
+    "empty": (None, "policy_not_json", "an empty record"),
+}
+
+
+def test_a_record_round_trips_to_the_same_policy() -> None:
+    document = {**ON, "loopguard": {"mode": "observe", "tools": {"read": {"exempt": True}}}}
+    policy = read_policy_record(encode_policy_record(document))
+    assert policy.version == load_policy(document).version
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_a_bad_record_is_refused_with_its_reason(name: str) -> None:
+    value, reason, message = BAD[name]
+    with pytest.raises(PolicyRecordError) as caught:
+        read_policy_record(value)
+    assert caught.value.reason == reason
+    assert message in str(caught.value)
+
+
+def test_the_changes_name_each_effective_setting_that_moves() -> None:
+    live = load_policy(ON)
+    tuned = load_policy(
+        {
+            "tools": {"loopDetection": {"enabled": True, "criticalThreshold": 12}},
+            "agents": {"list": [{"id": "ci", "tools": {"loopDetection": {"enabled": False}}}]},
+        }
+    )
+    changes = effective_changes(live, tuned)
+    assert "global.criticalThreshold: 20 → 12" in changes
+    assert "agents.ci.enabled: (none) → false" in changes
+    assert not [c for c in changes if c.startswith("global.warningThreshold")]
+    assert effective_changes(tuned, tuned) == []
+
+
+def _record(offset: int, value: bytes | None) -> TopicRecord:
+    return TopicRecord(0, offset, POLICY_KEY, value)
+
+
+def test_the_worker_starts_from_the_last_valid_record_else_the_file() -> None:
+    fallback = Policy.default()
+    good = encode_policy_record(ON)
+    policy, start = initial_policy([_record(0, good), _record(1, b"{")], fallback, "configurable")
+    assert (policy.version, start) == (load_policy(ON).version, 2)
+    assert initial_policy([_record(4, b"{")], fallback, "configurable") == (fallback, 5)
+    assert initial_policy([], fallback, "configurable") == (fallback, 0)
+
+
+@dataclass
+class _Consumed:
+    offset: int
+    value: bytes | None
+    key: bytes | None = POLICY_KEY
+    timestamp: int | None = 1_700_000_000_000
+
+
+def test_the_follower_applies_good_records_and_dead_letters_bad_ones() -> None:
+    applied: list[str] = []
+    letters: list[dict[str, object]] = []
+    metrics = Metrics()
+
+    async def apply(policy: Policy) -> None:
+        applied.append(policy.version)
+
+    follower = PolicyFollower(
+        "127.0.0.1:9",
+        "loopguard.policy",
+        0,
+        semantics="configurable",
+        apply=apply,
+        dead_letter=lambda key, value: letters.append(json.loads(value)),
+        metrics=metrics,
+        prefix_bytes=16,
+        security=PLAINTEXT,
+    )
+
+    async def feed() -> None:
+        await follower.take(_Consumed(0, encode_policy_record(ON)))
+        for offset, (value, _, _) in enumerate(BAD.values(), 1):
+            await follower.take(_Consumed(offset, value))
+
+    asyncio.run(feed())
+    assert applied == [load_policy(ON).version]  # the bad ones replaced nothing
+    assert [letter["reason"] for letter in letters] == [reason for _, reason, _ in BAD.values()]
+    assert letters[0]["topic"] == "loopguard.policy" and letters[0]["offset"] == 1
+    value = metrics.registry.get_sample_value
+    assert value("loopguard_events_rejected_total", {"reason": "policy_invalid"}) == 3

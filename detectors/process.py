@@ -15,6 +15,7 @@ from typing import Final, Literal, NamedTuple
 from loopguard_fleet.detectors.compaction_guard import arm_guard, late_outcomes, observe_guard
 from loopguard_fleet.detectors.engine import detect, publish_warning
 from loopguard_fleet.detectors.events import TOOL_EVENTS, Event, parse_event
+from loopguard_fleet.detectors.fleet.signature import loop_signature, signature_of_call
 from loopguard_fleet.detectors.hashing import outcome_unknown_tool_name, result_hash
 from loopguard_fleet.detectors.history import record_call, record_outcome
 from loopguard_fleet.detectors.history_2026_9 import record_veto
@@ -30,6 +31,7 @@ from loopguard_fleet.detectors.values import (
     JSON,
     GuardAbort,
     Outcome,
+    Record,
     Thresholds,
     ToolCall,
     Verdict,
@@ -253,7 +255,7 @@ def _on_late_life(state: RunState, ev: Event, kind: LifeKind, th: Thresholds) ->
         if abort is not None:
             # Attributed to the result that completed the window, as in seq order.
             eid = record.event_id if record.event_id is not None else f"seq:{record.seq}"
-            return _abort(state, Trigger(ev.run_id, eid, record.seq), abort, th)
+            return _abort(state, Trigger(ev.run_id, eid, record.seq), abort, th, _of(record))
         if state.guard_remaining <= 0:
             break
     return []
@@ -272,18 +274,20 @@ def _on_call(
     elif verdict.level == "critical":
         decision = "block"
         trigger = Trigger(ev.run_id, ev.event_id, ev.seq)
-        out += _block(state, trigger, call, verdict, th)
+        signature = signature_of_call(state.history, call.tool, call.args_hash)
+        out += _block(state, trigger, call, verdict, th, signature)
         if th.semantics == OPENCLAW_2026_9:
             record_veto(state, call, th, ev.seq, ev.event_id)
             state.critical_loops += 1
             abort = recovery_abort(state.critical_loops, call.tool)
             if abort is not None:
-                out += _abort(state, trigger, abort, th, _RECOVERY_EVENT)
+                out += _abort(state, trigger, abort, th, signature, _RECOVERY_EVENT)
     else:
         decision = "warn"
         published = publish_warning(state, verdict.warning_key, verdict.count)
         trigger = Trigger(ev.run_id, ev.event_id, ev.seq)
-        out.append(_loop_event(state, trigger, call.tool, verdict, published, th))
+        signature = signature_of_call(state.history, call.tool, call.args_hash)
+        out.append(_loop_event(state, trigger, call.tool, verdict, published, th, signature))
         record_call(state, call, th, ev.seq)
     if ev.want_verdict:
         out.append(_verdict(ev, call, decision, out[0].payload if out else None))
@@ -326,7 +330,12 @@ def _on_result(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
     abort = observe_guard(state, record, th)
     if abort is None:
         return []
-    return _abort(state, Trigger(ev.run_id, ev.event_id, ev.seq), abort, th)
+    return _abort(state, Trigger(ev.run_id, ev.event_id, ev.seq), abort, th, _of(record))
+
+
+def _of(record: Record) -> str:
+    """The signature of the call whose outcome this record holds (a guard abort's)."""
+    return loop_signature(record.tool, record.args_hash, record)
 
 
 def _end(state: RunState, seq: int) -> None:
@@ -356,10 +365,11 @@ def _loop_event(
     v: Verdict | GuardAbort,
     published: bool,
     th: Thresholds,
+    signature: str,
     kind: str = "loop_event",
 ) -> Decision:
     """The loop_event for a verdict (warn / block) or an abort (guard or recovery); `kind`
-    names it in its id.
+    names it in its id, `signature` is the loop signature of the call it is about.
 
     The openclaw-2026.9 profile adds its name, the verdict's liveness signal and, on a
     published warning, the note OpenClaw's runner shows the model, before `id` (the
@@ -386,6 +396,7 @@ def _loop_event(
         "paired_tool": paired,
         "published": published,
         "agent_id": state.agent_id,
+        "signature": signature,
     }
     if th.semantics == OPENCLAW_2026_9:
         payload["semantics"] = th.semantics
@@ -412,7 +423,7 @@ def _command(ev: Trigger, command: str, fields: dict[str, JSON]) -> Decision:
 
 
 def _block(
-    state: RunState, ev: Trigger, call: ToolCall, v: Verdict, th: Thresholds
+    state: RunState, ev: Trigger, call: ToolCall, v: Verdict, th: Thresholds, signature: str
 ) -> list[Decision]:
     fields: dict[str, JSON] = {
         "tool_call_id": call.tool_call_id,
@@ -421,11 +432,17 @@ def _block(
         "count": v.count,
         "reason": v.message,
     }
-    return [_loop_event(state, ev, call.tool, v, True, th), _command(ev, "block_call", fields)]
+    event = _loop_event(state, ev, call.tool, v, True, th, signature)
+    return [event, _command(ev, "block_call", fields)]
 
 
 def _abort(
-    state: RunState, ev: Trigger, a: GuardAbort, th: Thresholds, kind: str = "loop_event"
+    state: RunState,
+    ev: Trigger,
+    a: GuardAbort,
+    th: Thresholds,
+    signature: str,
+    kind: str = "loop_event",
 ) -> list[Decision]:
     fields: dict[str, JSON] = {
         "detector": a.detector,
@@ -433,4 +450,5 @@ def _abort(
         "tool": a.tool,
         "reason": a.message,
     }
-    return [_loop_event(state, ev, a.tool, a, True, th, kind), _command(ev, "abort_run", fields)]
+    event = _loop_event(state, ev, a.tool, a, True, th, signature, kind)
+    return [event, _command(ev, "abort_run", fields)]

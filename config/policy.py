@@ -26,6 +26,7 @@ Choices where docs/semantics.md §2 is silent:
   critical is raised above its warning, and the breaker above its critical, as for blocks.
   `exempt` turns the rolling detectors off for that tool's calls (`enabled` false in its
   thresholds); `knownPoll` makes its calls known polls. Resolved per (agent, tool) at load.
+  `loopguard.fleet` is fleet-wide, not per agent (docs/fleet.md).
 - Channel tools (docs/semantics.md §3 rule 7) are service settings, not policy: `with_channel_tools`
   bakes them into every resolved `Thresholds`.
 """
@@ -53,6 +54,7 @@ from loopguard_fleet.config.policy_schema import (
     validate_block,
 )
 from loopguard_fleet.config.roster import normalize_agent_id, read_roster
+from loopguard_fleet.detectors.fleet.settings import FleetSettings
 from loopguard_fleet.detectors.hashing import normalize_tool
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, Semantics
 from loopguard_fleet.detectors.values import Thresholds
@@ -186,6 +188,7 @@ class Policy:
     semantics: Semantics = CONFIGURABLE
     tool_tunings: ToolTunings = ()  # loopguard.tools, normalised tool names
     agent_tool_tunings: tuple[tuple[str, ToolTunings], ...] = ()  # loopguard.agents.<id>.tools
+    fleet: FleetSettings = field(default_factory=FleetSettings)  # loopguard.fleet
     _global: Thresholds = field(init=False, repr=False, compare=False)
     _agents: Mapping[str, Thresholds] = field(init=False, repr=False, compare=False)
     _tools: Mapping[str | None, Mapping[str, Thresholds]] = field(
@@ -293,7 +296,8 @@ class Policy:
 
     def effective_all(self) -> dict[str, object]:
         """Every agent's resolved block, the global one and the default agent (`policy check`);
-        with `tools`, the per-tool table keyed by agent (`*`: every other agent), when tuned."""
+        with `tools`, the per-tool table keyed by agent (`*`: every other agent), when tuned;
+        the fleet settings (`loopguard.fleet`, every key resolved)."""
         out: dict[str, object] = {
             "semantics": self.semantics,
             "defaultAgent": self.default_agent,
@@ -302,6 +306,7 @@ class Policy:
         }
         if self._tools:
             out["tools"] = self.tool_table()
+        out["fleet"] = self.fleet.to_doc()
         return out
 
     @property
@@ -367,6 +372,7 @@ def load_policy(source: str | os.PathLike[str] | Mapping[str, object]) -> Policy
         agent_tool_tunings=tuple(
             (agent_id, _normalized(entry.tools)) for agent_id, entry in section.agents.items()
         ),
+        fleet=section.fleet.resolve(),
     )
 
 

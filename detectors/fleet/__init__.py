@@ -1,8 +1,18 @@
-"""Fleet signals' pure parts: the loop signature and the settings (docs/fleet.md).
+"""Fleet signals' pure parts (docs/fleet.md): the loop signature, when a run contributes it,
+the windowed fleet counts and their signals, the early verdict, the settings.
 
-No I/O, no clock: the stream side (streams/worker/fleet.py) feeds these functions.
+No I/O, no clock: event times and watermarks are given by the caller (the stream side).
 """
 
+from loopguard_fleet.detectors.fleet.contribution import (
+    ERROR_STREAK,
+    QUIET_STREAK,
+    Observation,
+    is_failure,
+    no_progress,
+    observe_call,
+)
+from loopguard_fleet.detectors.fleet.early import FleetEvidence, early_verdict, evidence_text
 from loopguard_fleet.detectors.fleet.settings import EARLY_ACTIONS, EarlyAction, FleetSettings
 from loopguard_fleet.detectors.fleet.signature import (
     SIGNATURE_VERSION,
@@ -10,13 +20,32 @@ from loopguard_fleet.detectors.fleet.signature import (
     loop_signature,
     signature_of_call,
 )
+from loopguard_fleet.detectors.fleet.windows import (
+    MAX_SIGNATURES,
+    FleetWindows,
+    SignalChange,
+    signal_id,
+)
 
 __all__ = [
     "EARLY_ACTIONS",
+    "ERROR_STREAK",
+    "MAX_SIGNATURES",
+    "QUIET_STREAK",
     "SIGNATURE_VERSION",
     "EarlyAction",
+    "FleetEvidence",
     "FleetSettings",
+    "FleetWindows",
+    "Observation",
+    "SignalChange",
+    "early_verdict",
+    "evidence_text",
+    "is_failure",
     "last_outcome",
     "loop_signature",
+    "no_progress",
+    "observe_call",
+    "signal_id",
     "signature_of_call",
 ]

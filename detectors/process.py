@@ -15,6 +15,9 @@ from typing import Final, Literal, NamedTuple
 from loopguard_fleet.detectors.compaction_guard import arm_guard, late_outcomes, observe_guard
 from loopguard_fleet.detectors.engine import detect, publish_warning
 from loopguard_fleet.detectors.events import TOOL_EVENTS, Event, parse_event
+from loopguard_fleet.detectors.fleet.contribution import Observation, observe_call
+from loopguard_fleet.detectors.fleet.early import DETECTOR as FLEET_DETECTOR
+from loopguard_fleet.detectors.fleet.early import FleetView, early_verdict, publish_early
 from loopguard_fleet.detectors.fleet.signature import loop_signature, signature_of_call
 from loopguard_fleet.detectors.hashing import outcome_unknown_tool_name, result_hash
 from loopguard_fleet.detectors.history import record_call, record_outcome
@@ -82,10 +85,12 @@ GivenVerdict = Verdict | None | _NoVerdictYet
 
 class Applied(NamedTuple):
     """What one event did to its run: a redelivery (`is_duplicate`, nothing changed) or the
-    decisions it yielded (often none)."""
+    decisions it yielded (often none); with fleet signals on, the signature a tool_call
+    contributed to the fleet counts (docs/fleet.md), if any."""
 
     decisions: list[Decision]
     is_duplicate: bool = False
+    observation: Observation | None = None
 
 
 # `Applied(out)` runs the named tuple's generated `__new__`, a Python frame per event; the
@@ -98,6 +103,7 @@ def apply_event(
     event: Event | Mapping[str, object],
     th: Thresholds,
     verdict: GivenVerdict = NO_VERDICT_YET,
+    fleet: FleetView | None = None,
 ) -> Applied:
     """Apply one event to the run's state (in place): its decisions, or that it was a duplicate.
 
@@ -111,6 +117,10 @@ def apply_event(
     policies first), so the call is decided once. It is used only where the call meets that
     very state and call: not when held life events apply first, nor when the openclaw-2026.9
     profile renames the tool; there, and on other events, `detect` runs as without it.
+
+    `fleet`: the fleet settings and firing signals the run's partition has applied, and the
+    event's event time (docs/fleet.md); None (fleet signals off) decides as OpenClaw does and
+    reads no time.
     """
     ev = event if isinstance(event, Event) else parse_event(event)
     is_tool = ev.type in TOOL_EVENTS
@@ -134,6 +144,8 @@ def apply_event(
             state.agent_id = ev.agent_id
         state.tool_seq = ev.seq
         if ev.type == "tool_call":
+            if fleet is not None and fleet.settings.enabled:
+                return _fleet_call(state, ev, th, verdict, fleet, released)
             out = _on_call(state, ev, th, verdict)
         else:
             out = _on_result(state, ev, th)
@@ -149,7 +161,30 @@ def apply_event(
         out = []
     if state.held:
         out += _release_ready(state, th)
-    return _new_tuple(Applied, (out, False))
+    return _new_tuple(Applied, (out, False, None))
+
+
+def _fleet_call(
+    state: RunState,
+    ev: Event,
+    th: Thresholds,
+    given: GivenVerdict,
+    fleet: FleetView,
+    released: list[Decision] | None,
+) -> Applied:
+    """A tool_call with fleet signals on: its contribution, then the call decided with the
+    early rule (the tail of `apply_event`'s tool path)."""
+    call = ev.call
+    assert call is not None  # parse_event guarantees a call on tool events
+    obs = observe_call(state.history, call, th, ev.run_id, state.agent_id, fleet.ts_ms)
+    verdict = detect(state, call, th) if given is NO_VERDICT_YET else given
+    verdict = early_verdict(state.history, call, th, fleet.settings, fleet.firing, verdict)
+    out = _on_call(state, ev, th, verdict)
+    if released:
+        out = released + out
+    if state.held:
+        out += _release_ready(state, th)
+    return Applied(out, False, obs)
 
 
 def hash_outcome(event: Event, channel_tools: frozenset[str]) -> Event:
@@ -284,7 +319,10 @@ def _on_call(
                 out += _abort(state, trigger, abort, th, signature, _RECOVERY_EVENT)
     else:
         decision = "warn"
-        published = publish_warning(state, verdict.warning_key, verdict.count)
+        if verdict.detector == FLEET_DETECTOR:
+            published = publish_early(state, verdict.warning_key)
+        else:
+            published = publish_warning(state, verdict.warning_key, verdict.count)
         trigger = Trigger(ev.run_id, ev.event_id, ev.seq)
         signature = signature_of_call(state.history, call.tool, call.args_hash)
         out.append(_loop_event(state, trigger, call.tool, verdict, published, th, signature))
@@ -398,6 +436,8 @@ def _loop_event(
         "agent_id": state.agent_id,
         "signature": signature,
     }
+    if isinstance(v, Verdict) and v.detector == FLEET_DETECTOR:
+        payload["fleet_signal_id"] = v.warning_key.split(":")[1]  # fleet:<signal id>:<sig>
     if th.semantics == OPENCLAW_2026_9:
         payload["semantics"] = th.semantics
         payload["liveness_signal"] = v.liveness_signal if isinstance(v, Verdict) else None

@@ -12,7 +12,13 @@ from loopguard_fleet.detectors.fleet.contribution import (
     no_progress,
     observe_call,
 )
-from loopguard_fleet.detectors.fleet.early import FleetEvidence, early_verdict, evidence_text
+from loopguard_fleet.detectors.fleet.early import (
+    FleetEvidence,
+    FleetView,
+    early_verdict,
+    evidence_text,
+    publish_early,
+)
 from loopguard_fleet.detectors.fleet.settings import EARLY_ACTIONS, EarlyAction, FleetSettings
 from loopguard_fleet.detectors.fleet.signature import (
     SIGNATURE_VERSION,
@@ -36,6 +42,7 @@ __all__ = [
     "EarlyAction",
     "FleetEvidence",
     "FleetSettings",
+    "FleetView",
     "FleetWindows",
     "Observation",
     "SignalChange",
@@ -46,6 +53,7 @@ __all__ = [
     "loop_signature",
     "no_progress",
     "observe_call",
+    "publish_early",
     "signal_id",
     "signature_of_call",
 ]

@@ -12,13 +12,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from loopguard_fleet.detectors.engine import MAX_BUCKET_KEYS, bucket_key
 from loopguard_fleet.detectors.fleet.contribution import no_progress
 from loopguard_fleet.detectors.fleet.settings import FleetSettings
 from loopguard_fleet.detectors.fleet.signature import loop_signature
 from loopguard_fleet.detectors.records import Record
+from loopguard_fleet.detectors.state import RunState
 from loopguard_fleet.detectors.values import Thresholds, ToolCall, Verdict
 
-__all__ = ["DETECTOR", "FleetEvidence", "early_verdict", "evidence_text"]
+__all__ = [
+    "DETECTOR",
+    "FleetEvidence",
+    "FleetView",
+    "early_verdict",
+    "evidence_text",
+    "publish_early",
+]
 
 DETECTOR: Final = "fleet_signal"
 
@@ -32,6 +41,30 @@ class FleetEvidence:
     agents: int
     window_seconds: int
     is_failure: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FleetView:
+    """What the engine reads of the fleet for one event: the policy's fleet settings, the
+    signals firing as the run's partition applied them (signature → evidence), and the
+    event's event time (the only place the engine sees one)."""
+
+    settings: FleetSettings
+    firing: Mapping[str, FleetEvidence]
+    ts_ms: int
+
+
+def publish_early(state: RunState, warning_key: str) -> bool:
+    """Whether an early warning is published: the first one under its key in the run (the
+    bucket rule of docs/semantics.md §7.3 would hold every warning below 10 back)."""
+    key = bucket_key(warning_key)
+    buckets = state.buckets
+    if key in buckets:
+        return False
+    if len(buckets) >= MAX_BUCKET_KEYS:
+        del buckets[next(iter(buckets))]
+    buckets[key] = 1
+    return True
 
 
 def _span(seconds: int) -> str:

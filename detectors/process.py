@@ -40,12 +40,13 @@ from loopguard_fleet.detectors.values import (
     Verdict,
 )
 
-DecisionKind = Literal["loop_event", "command", "verdict"]
+DecisionKind = Literal["loop_event", "command", "verdict", "fleet_signal"]
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """One control-topic message: a loop event, a command or a verdict."""
+    """One control-topic message: a loop event, a command or a verdict (of a run), or a
+    fleet signal (of the fleet: `run_id` empty; streams/processing/fleet.py)."""
 
     kind: DecisionKind
     id: str

@@ -28,9 +28,11 @@ from loopguard_fleet.detectors import (
     RunState,
     Thresholds,
     apply_event,
+    is_duplicate,
     parse_event,
 )
 from loopguard_fleet.detectors.process import GivenVerdict
+from loopguard_fleet.streams.processing.fleet import OrderedFleet
 from loopguard_fleet.streams.processing.hot import HotRuns
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.partition import (
@@ -139,7 +141,8 @@ class RunDriver:
 
     `offline` (replay, the chaos oracle): input lines carry no Kafka key or record time, so a
     run's key is derived from its run_id and stream time is the largest event `ts` seen, and
-    only when the limits set an idle TTL (docs/audit.md).
+    only when the limits set an idle TTL (docs/audit.md). `fleet` (replay, with fleet signals
+    on in the policy): the fleet stage over the driver's one input order (docs/fleet.md).
     """
 
     def __init__(
@@ -151,8 +154,11 @@ class RunDriver:
         metrics: Metrics,
         *,
         offline: bool = False,
+        fleet: OrderedFleet | None = None,
     ) -> None:
         self._policy = policy
+        self._fleet = fleet
+        self._event_ms = 0  # the event time of the message being applied (fleet stage only)
         self._offline = offline
         self._limits = limits
         self._store = store
@@ -252,8 +258,17 @@ class RunDriver:
         th = self._thresholds.get(agent) or self.thresholds(agent)
         if self._tuned and ev.call is not None:
             th = self._policy.for_call(agent, ev.call.tool)  # loopguard.tools: per-tool tuning
+        fleet = self._fleet
+        signals: list[Decision] = []
         try:
-            applied = apply_event(state, ev, th, verdict)
+            if fleet is None or is_duplicate(state, ev):  # a redelivery moves no event time
+                applied = apply_event(state, ev, th, verdict)
+            else:
+                signals = fleet.advance(self._event_ms)
+                view = fleet.view(self._event_ms)
+                applied = apply_event(state, ev, th, verdict, view)
+                if applied.observation is not None:
+                    fleet.contribute(applied.observation)
         except Exception as exc:  # the dead-letter policy: an engine bug costs one event
             log.exception("engine failed on run %s event %s", ev.run_id, ev.event_id)
             state.restore(saved)
@@ -265,6 +280,8 @@ class RunDriver:
         if not run.is_dirty:
             runs.mark_dirty(key, run)
         run.stamp_ms = now
+        if signals:  # the fleet's changes first: they were applied before this event
+            return Applied(signals + applied.decisions, False, applied.observation)
         return applied
 
     def publish(self, key: bytes, decisions: Iterable[Decision]) -> bool:
@@ -342,6 +359,10 @@ class RunDriver:
     def _parse(self, msg: Message, runs: PartitionRuns, obj: dict[str, Any]) -> Event:
         """Validate one decoded message; its key must be its run_id (offline: none, and the
         event's `ts` moves stream time)."""
+        if self._fleet is not None:
+            # The event time: the event's `ts` where it has one, else the record's time.
+            at = event_time_ms(obj.get("ts"))
+            self._event_ms = at if at is not None else (_ms(msg.timestamp) or self._event_ms)
         if self._offline and self._limits.run_idle_ttl_ms:
             raw_ts = obj.get("ts")
             if raw_ts is not None:  # fleets that do not stamp events pay nothing here
@@ -418,8 +439,11 @@ class RunDriver:
         return self._policy.tool_table()
 
     def _publish(self, key: bytes, decision: Decision) -> bool:
-        """Queue one decision for the control topic and count it; True for a verdict."""
+        """Queue one decision for the control topic and count it; True for a verdict. A fleet
+        signal is keyed by its signature, not by the run that moved event time past it."""
         wire = decision.to_wire()
+        if decision.kind == "fleet_signal":
+            key = str(wire["signature"]).encode()
         self._outputs.decision(key, encode(wire))
         if decision.kind == "loop_event":
             self._metrics.count_detection(str(wire.get("detector")), str(wire.get("level")))

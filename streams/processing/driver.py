@@ -158,7 +158,7 @@ class RunDriver:
     ) -> None:
         self._policy = policy
         self._fleet = fleet
-        self._event_ms = 0  # the event time of the message being applied (fleet stage only)
+        self.event_ms = 0  # the event time of the message being applied (fleet stage only)
         self._offline = offline
         self._limits = limits
         self._store = store
@@ -264,8 +264,8 @@ class RunDriver:
             if fleet is None or is_duplicate(state, ev):  # a redelivery moves no event time
                 applied = apply_event(state, ev, th, verdict)
             else:
-                signals = fleet.advance(self._event_ms)
-                view = fleet.view(self._event_ms)
+                signals = fleet.advance(self.event_ms)
+                view = fleet.view(self.event_ms)
                 applied = apply_event(state, ev, th, verdict, view)
                 if applied.observation is not None:
                     fleet.contribute(applied.observation)
@@ -362,7 +362,7 @@ class RunDriver:
         if self._fleet is not None:
             # The event time: the event's `ts` where it has one, else the record's time.
             at = event_time_ms(obj.get("ts"))
-            self._event_ms = at if at is not None else (_ms(msg.timestamp) or self._event_ms)
+            self.event_ms = at if at is not None else (_ms(msg.timestamp) or self.event_ms)
         if self._offline and self._limits.run_idle_ttl_ms:
             raw_ts = obj.get("ts")
             if raw_ts is not None:  # fleets that do not stamp events pay nothing here

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from loopguard_fleet.config import load_policy
+from loopguard_fleet.streams.audit.compare import compare
 from loopguard_fleet.streams.audit.replay import Rejected, Replayer, encode_decision, replay_lines
 from loopguard_fleet.streams.cli import main
 from tests.wire import RunScript, text_result
@@ -124,3 +125,16 @@ def test_loopguard_replay_computes_fleet_signals_in_one_process_whatever_jobs(
     )
     table = capsys.readouterr().out
     assert "firing" in table and "resolved" in table and "read in 3 runs, 3 agents" in table
+
+
+def test_compare_shows_which_runs_fleet_signals_stop_earlier_and_no_healthy_one() -> None:
+    items = list(enumerate(outage_lines(), 1))
+    off = load_policy({"tools": ON})
+    on = load_policy({"tools": ON, "loopguard": {"fleet": FLEET}})
+    report = compare(off, on, items)
+    stopped = {run: o.first for run, o in report.runs.items() if o.first != [None, None]}
+    assert stopped == {
+        "broken-2": [None, (8, "fleet_signal", "block")],
+        **{f"broken-{i}": [None, (4, "fleet_signal", "block")] for i in range(3, 8)},
+    }
+    assert compare(on, off, items).runs["broken-3"].first == [(4, "fleet_signal", "block"), None]

@@ -21,7 +21,7 @@ the cap a new signature is dropped and counted, a firing one is still counted.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final, Literal
 
 from loopguard_fleet.detectors.fleet.contribution import Observation
@@ -36,17 +36,58 @@ SAMPLE_RUNS: Final = 3
 SignalState = Literal["firing", "resolved"]
 
 
+FirstSeen = dict[str, int]  # run or agent id → its first event time in the window
+
+
+def _seen(one: tuple[str, int] | FirstSeen | None) -> FirstSeen:
+    if one is None:
+        return {}
+    return {one[0]: one[1]} if type(one) is tuple else one  # type: ignore[return-value]
+
+
+def _add(one: tuple[str, int] | FirstSeen | None, key: str, ts: int) -> tuple[str, int] | FirstSeen:
+    """Note `key` seen at `ts`; a single id stays a tuple (most signatures never get a
+    second run or agent: ~300 B less each than two dicts)."""
+    if one is None:
+        return (key, ts)
+    if type(one) is tuple:
+        if one[0] == key:
+            return (key, min(ts, one[1]))
+        return {one[0]: one[1], key: ts}
+    assert isinstance(one, dict)
+    known = one.get(key)
+    if known is None or ts < known:
+        one[key] = ts
+    return one
+
+
 @dataclass(slots=True)
 class _Count:
     """One signature's counts in one window."""
 
     tool: str
-    runs: dict[str, int] = field(default_factory=dict)  # run id → its first event time
-    agents: dict[str, int] = field(default_factory=dict)  # agent id → its first event time
+    first_ms: int
+    last_ms: int
     calls: int = 0
     has_failure: bool = False
-    first_ms: int = 0
-    last_ms: int = 0
+    run_times: tuple[str, int] | FirstSeen | None = None  # see `_add`
+    agent_times: tuple[str, int] | FirstSeen | None = None
+
+    @property
+    def runs(self) -> FirstSeen:
+        """Each distinct run's first event time."""
+        return _seen(self.run_times)
+
+    @property
+    def agents(self) -> FirstSeen:
+        """Each distinct agent's first event time."""
+        return _seen(self.agent_times)
+
+    @property
+    def n_runs(self) -> int:
+        """How many distinct runs."""
+        times = self.run_times
+        return 0 if times is None else 1 if type(times) is tuple else len(times)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,18 +163,15 @@ class FleetWindows:
             if len(counts) >= self.max_signatures and obs.signature not in self.firing:
                 self.dropped_full += 1
                 return False
-            count = counts[obs.signature] = _Count(obs.tool, first_ms=obs.ts_ms, last_ms=obs.ts_ms)
-        seen = count.runs.get(obs.run_id)
-        if seen is None or obs.ts_ms < seen:
-            count.runs[obs.run_id] = obs.ts_ms
-        agent = obs.agent_id
-        if agent is not None and (agent not in count.agents or obs.ts_ms < count.agents[agent]):
-            count.agents[agent] = obs.ts_ms
+            count = counts[obs.signature] = _Count(obs.tool, obs.ts_ms, obs.ts_ms)
+        count.run_times = _add(count.run_times, obs.run_id, obs.ts_ms)
+        if obs.agent_id is not None:
+            count.agent_times = _add(count.agent_times, obs.agent_id, obs.ts_ms)
         count.calls += 1
         count.has_failure = count.has_failure or obs.is_failure
         count.first_ms = min(count.first_ms, obs.ts_ms)
         count.last_ms = max(count.last_ms, obs.ts_ms)
-        if len(count.runs) >= self.min_runs and obs.signature not in self.firing:
+        if count.n_runs >= self.min_runs and obs.signature not in self.firing:
             self.ready.add((start, obs.signature))
         return True
 
@@ -156,7 +194,7 @@ class FleetWindows:
                 if firing.checked_ms >= start:
                     continue  # fired in this window
                 count = counts.get(signature)
-                if count is not None and len(count.runs) >= self.min_runs:
+                if count is not None and count.n_runs >= self.min_runs:
                     firing.checked_ms = start
                     continue
                 self._resolve(signature, count, start, out)
@@ -169,7 +207,7 @@ class FleetWindows:
     def _maybe_fire(
         self, signature: str, count: _Count, start: int, mark: int, out: list[SignalChange]
     ) -> None:
-        if len(count.runs) < self.min_runs:
+        if count.n_runs < self.min_runs:
             return
         fired_at = sorted(count.runs.values())[self.min_runs - 1]
         if fired_at >= mark:
@@ -196,9 +234,9 @@ class FleetWindows:
         end = start + self.window_ms
         for at, counts in self.windows.items():  # later windows it reached minRuns in may fire
             later = counts.get(signature) if at > start else None
-            if later is not None and len(later.runs) >= self.min_runs:
+            if later is not None and later.n_runs >= self.min_runs:
                 self.ready.add((at, signature))
-        kept = count or _Count(firing.tool, first_ms=start, last_ms=start)
+        kept = count or _Count(firing.tool, start, start)
         out.append(self._change("resolved", firing.signal_id, signature, kept, start, end))
 
     def _change(

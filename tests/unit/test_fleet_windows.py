@@ -3,7 +3,9 @@ signals"): timestamps are passed explicitly, no broker, no clock."""
 
 from __future__ import annotations
 
-from loopguard_fleet.detectors.fleet import FleetWindows, Observation, signal_id
+import tracemalloc
+
+from loopguard_fleet.detectors.fleet import MAX_SIGNATURES, FleetWindows, Observation, signal_id
 
 SIG = "a" * 32
 OTHER = "b" * 32
@@ -124,3 +126,16 @@ def test_distinct_signatures_per_window_are_capped_but_a_firing_one_is_still_cou
     assert all(w.observe(obs(f"s{i}", 62 + i)) for i in range(5))  # the firing one
     assert w.advance(120_000) == []  # still firing: its count was kept
     assert w.dropped_full == 1
+
+
+def test_an_attacker_making_every_call_a_new_signature_stays_under_64_mb() -> None:
+    w = FleetWindows(window_seconds=300, min_runs=5)
+    tracemalloc.start()
+    try:
+        for i in range(MAX_SIGNATURES + 10):  # one run, one agent, one call per signature
+            w.observe(obs(f"run-{i}", 1 + i / 1000, sig=f"{i:032x}", agent=f"agent-{i % 50}"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (len(w.windows[0]), w.dropped_full) == (MAX_SIGNATURES, 10)
+    assert peak < 64 * 2**20  # the keys (signatures, run ids) included

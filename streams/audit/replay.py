@@ -270,6 +270,14 @@ class Replayer:
             self._runs.advance(event_time_ms(raw_ts))
         return self._runs.stream_ms
 
+    def observe_event_time(self, obj: object) -> None:
+        """With fleet signals on, a decoded line's `ts` as the event time of the next event
+        fed (for callers that parse lines themselves, as `explain` does)."""
+        if self.driver.has_fleet and type(obj) is dict:
+            at = event_time_ms(obj.get("ts"))
+            if at is not None:
+                self.driver.event_ms = at
+
     def advance_time(self, raw_ts: object) -> None:
         """Move stream time to a line's `ts` if later (a line replayed elsewhere: a shard
         keeps the stream time of every line, its own and the other shards')."""

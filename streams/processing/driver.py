@@ -170,6 +170,11 @@ class RunDriver:
         self._hot = HotRuns(limits.hot_runs)
 
     @property
+    def has_fleet(self) -> bool:
+        """True when the driver runs a fleet stage (fleet signals on)."""
+        return self._fleet is not None
+
+    @property
     def has_dirty(self) -> bool:
         """True when a checkpoint has runs to write."""
         return any(p.dirty for p in self._partitions.values())

@@ -10,6 +10,7 @@ import orjson
 
 from loopguard_fleet.config import load_policy
 from loopguard_fleet.streams.audit.compare import compare
+from loopguard_fleet.streams.audit.explain import explain_run, render_json, render_table
 from loopguard_fleet.streams.audit.replay import Rejected, Replayer, encode_decision, replay_lines
 from loopguard_fleet.streams.cli import main
 from tests.wire import RunScript, text_result
@@ -138,3 +139,19 @@ def test_compare_shows_which_runs_fleet_signals_stop_earlier_and_no_healthy_one(
         **{f"broken-{i}": [None, (4, "fleet_signal", "block")] for i in range(3, 8)},
     }
     assert compare(on, off, items).runs["broken-3"].first == [(4, "fleet_signal", "block"), None]
+
+
+def test_explain_shows_the_fleet_evidence_behind_an_early_block() -> None:
+    items = list(enumerate(outage_lines(), 1))
+    policy = load_policy({"tools": ON, "loopguard": {"fleet": FLEET}})
+    timeline = explain_run(policy, items, "broken-5")
+    explained = [d for r in timeline.rows for d in r.decisions]
+    replayed = [d for d in replay(FLEET, outage_lines()) if d.get("run_id") == "broken-5"]
+    assert explained == replayed  # the same decisions as the replay of every run
+    [signal] = timeline.fleet_signals
+    assert signal["state"] == "firing" and {
+        d["fleet_signal_id"] for d in explained if "fleet_signal_id" in d
+    } == {signal["signal_id"]}
+    table = render_table(timeline)
+    assert f"fleet: signal {signal['signal_id']} fired at {T0 + 2200} ms: read in 3 runs" in table
+    assert '"fleet_signals"' in render_json(timeline)

@@ -32,7 +32,7 @@ from loopguard_fleet.detectors import (
     parse_event,
 )
 from loopguard_fleet.detectors.process import GivenVerdict
-from loopguard_fleet.streams.processing.fleet import OrderedFleet
+from loopguard_fleet.streams.processing.fleet import FleetStage
 from loopguard_fleet.streams.processing.hot import HotRuns
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.partition import (
@@ -141,8 +141,9 @@ class RunDriver:
 
     `offline` (replay, the chaos oracle): input lines carry no Kafka key or record time, so a
     run's key is derived from its run_id and stream time is the largest event `ts` seen, and
-    only when the limits set an idle TTL (docs/audit.md). `fleet` (replay, with fleet signals
-    on in the policy): the fleet stage over the driver's one input order (docs/fleet.md).
+    only when the limits set an idle TTL (docs/audit.md). `fleet` (fleet signals on in the
+    policy): the fleet stage, over the one input order of a replay or over a worker's
+    partitions (streams/processing/fleet.py).
     """
 
     def __init__(
@@ -154,7 +155,7 @@ class RunDriver:
         metrics: Metrics,
         *,
         offline: bool = False,
-        fleet: OrderedFleet | None = None,
+        fleet: FleetStage | None = None,
     ) -> None:
         self._policy = policy
         self._fleet = fleet
@@ -232,10 +233,19 @@ class RunDriver:
         try:
             if obj is None:
                 obj = decode_object(msg.value, self._limits.max_message_bytes)
+            if self._fleet is not None and obj.get("type") == "fleet_signal":
+                self._apply_signal(msg, obj)
+                return None  # applied to the partition's firing set: no run event
             return self._parse(msg, runs, obj)
         except InputRejected as exc:
             self._reject(msg, exc.reason, exc.detail, exc.run_id)
             return None
+
+    def _apply_signal(self, msg: Message, obj: dict[str, Any]) -> None:
+        """A `fleet_signal` input record to its partition's firing set (docs/fleet.md)."""
+        assert self._fleet is not None
+        if not self._fleet.apply_record(msg.partition, obj):
+            raise InputRejected("invalid_fleet_signal", "signature, state and evidence fields")
 
     def key_of(self, msg: Message, ev: Event) -> bytes:
         """The run's key: the record's (checked by `decode`), offline derived from its run_id."""
@@ -269,8 +279,8 @@ class RunDriver:
             if fleet is None or is_duplicate(state, ev):  # a redelivery moves no event time
                 applied = apply_event(state, ev, th, verdict)
             else:
-                signals = fleet.advance(self.event_ms)
-                view = fleet.view(self.event_ms)
+                signals = fleet.advance(partition, self.event_ms)
+                view = fleet.view(partition, self.event_ms)
                 applied = apply_event(state, ev, th, verdict, view)
                 if applied.observation is not None:
                     fleet.contribute(applied.observation)

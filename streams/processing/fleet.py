@@ -1,4 +1,8 @@
-"""Fleet signals in one ordered stream of events (docs/fleet.md, "Replay and determinism").
+"""The fleet stage of the processing core (docs/fleet.md, "Replay and determinism").
+
+The driver calls a `FleetStage` for every event when fleet signals are on: `advance` (event
+time moved: signal changes to publish and apply), `view` (what the engine reads), `contribute`
+(a tool_call's contribution) and `apply_record` (a `fleet_signal` input record).
 
 `OrderedFleet` is the fleet stage of a processing core that sees every run in one order (an
 offline replay): each tool_call's contribution goes into the fleet windows, the watermark
@@ -11,7 +15,7 @@ Its outputs are a function of the input order only: the same input gives the sam
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Protocol
 
 from loopguard_fleet.detectors import JSON, Decision
 from loopguard_fleet.detectors.fleet import (
@@ -23,7 +27,16 @@ from loopguard_fleet.detectors.fleet import (
     SignalChange,
 )
 
-__all__ = ["LATENESS_MS", "OrderedFleet", "signal_decision"]
+__all__ = [
+    "LATENESS_MS",
+    "FleetStage",
+    "OrderedFleet",
+    "PartitionFleet",
+    "observation_record",
+    "parse_fleet_record",
+    "signal_decision",
+    "tick_record",
+]
 
 #: How far behind the latest contribution the watermark stays: contributions up to this late
 #: (event time) are still counted in their window (docs/fleet.md).
@@ -53,6 +66,26 @@ def signal_decision(change: SignalChange) -> Decision:
     return Decision("fleet_signal", did, "", payload)
 
 
+class FleetStage(Protocol):
+    """What the driver calls of a fleet stage (per input partition)."""
+
+    def advance(self, partition: int, ts_ms: int) -> list[Decision]:
+        """Event time moved to `ts_ms` on a partition: the signal changes to publish."""
+        ...
+
+    def view(self, partition: int, ts_ms: int) -> FleetView:
+        """What the engine reads of the fleet for an event of a partition."""
+        ...
+
+    def contribute(self, obs: Observation) -> None:
+        """One tool_call's contribution."""
+        ...
+
+    def apply_record(self, partition: int, obj: dict[str, object]) -> bool:
+        """A `fleet_signal` input record read on a partition; False when it is malformed."""
+        ...
+
+
 class OrderedFleet:
     """The fleet stage over one ordered stream: windows, watermark, the firing set."""
 
@@ -63,11 +96,15 @@ class OrderedFleet:
         self.firing: dict[str, FleetEvidence] = {}
         self._latest_ms: int | None = None
 
-    def view(self, ts_ms: int) -> FleetView:
+    def view(self, partition: int, ts_ms: int) -> FleetView:
         """What the engine reads of the fleet for an event at this event time."""
         return FleetView(self.settings, self.firing, ts_ms)
 
-    def advance(self, ts_ms: int) -> list[Decision]:
+    def apply_record(self, partition: int, obj: dict[str, object]) -> bool:
+        """Replay computes its signals: a recorded `fleet_signal` input record is ignored."""
+        return True
+
+    def advance(self, partition: int, ts_ms: int) -> list[Decision]:
         """Move event time to an event's (if later): the `fleet_signal` messages of the changes
         the watermark passed, applied to the firing set before that event is decided."""
         if self._latest_ms is not None and ts_ms <= self._latest_ms:
@@ -90,3 +127,103 @@ class OrderedFleet:
     def contribute(self, obs: Observation) -> None:
         """Count one contribution (late or past the cap: dropped and counted by the windows)."""
         self.windows.observe(obs)
+
+
+def _evidence(obj: dict[str, object], window_seconds: int) -> FleetEvidence | None:
+    """The evidence of a `fleet_signal` firing record, None when a field is malformed."""
+    sid, runs, agents, failure = (obj.get(k) for k in ("signal_id", "runs", "agents", "is_failure"))
+    if not isinstance(sid, str) or type(runs) is not int or type(agents) is not int:
+        return None
+    if type(failure) is not bool:
+        return None
+    return FleetEvidence(sid, runs, agents, window_seconds, failure)
+
+
+class PartitionFleet:
+    """The fleet stage of a live worker: each input partition's firing set holds the signals
+    read on that partition (the fleet task writes each change to every partition), and the
+    contributions wait for the agent to send them to the fleet topic (`take`)."""
+
+    def __init__(self, settings: FleetSettings) -> None:
+        self.settings = settings
+        self.firing: dict[int, dict[str, FleetEvidence]] = {}
+        self.contributions: list[Observation] = []
+        self.latest_ms: int | None = None  # the largest event time seen (the fleet's ticks)
+
+    def advance(self, partition: int, ts_ms: int) -> list[Decision]:
+        """Signals come as input records, not from event time: nothing to publish here."""
+        if self.latest_ms is None or ts_ms > self.latest_ms:
+            self.latest_ms = ts_ms
+        return []
+
+    def view(self, partition: int, ts_ms: int) -> FleetView:
+        """The partition's firing set as read so far, in offset order."""
+        return FleetView(self.settings, self.firing.get(partition, {}), ts_ms)
+
+    def contribute(self, obs: Observation) -> None:
+        """Hold a contribution until the agent sends the batch's (`take`)."""
+        self.contributions.append(obs)
+
+    def take(self) -> list[Observation]:
+        """The contributions held since the last call."""
+        out, self.contributions = self.contributions, []
+        return out
+
+    def apply_record(self, partition: int, obj: dict[str, object]) -> bool:
+        """Apply a `fleet_signal` record to its partition's firing set."""
+        signature, state = obj.get("signature"), obj.get("state")
+        if not isinstance(signature, str) or state not in ("firing", "resolved"):
+            return False
+        firing = self.firing.setdefault(partition, {})
+        if state == "resolved":
+            firing.pop(signature, None)
+            return True
+        evidence = _evidence(obj, self.settings.window_seconds)
+        if evidence is None:
+            return False
+        firing[signature] = evidence
+        return True
+
+    def forget(self, partitions: set[int]) -> None:
+        """Drop the firing sets of partitions whose ownership changed."""
+        for p in partitions:
+            self.firing.pop(p, None)
+
+
+def observation_record(obs: Observation) -> dict[str, JSON]:
+    """A contribution as the fleet topic carries it (keyed by its signature)."""
+    return {
+        "type": "fleet_observation",
+        "signature": obs.signature,
+        "tool": obs.tool,
+        "run_id": obs.run_id,
+        "agent_id": obs.agent_id,
+        "ts": obs.ts_ms,
+        "streak": obs.streak,
+        "is_failure": obs.is_failure,
+    }
+
+
+def tick_record(ts_ms: int) -> dict[str, JSON]:
+    """Event time moving on a worker, for every fleet partition's watermark."""
+    return {"type": "fleet_tick", "ts": ts_ms}
+
+
+def parse_fleet_record(obj: object) -> Observation | int | None:
+    """A fleet topic record: its contribution, a tick's event time, or None if malformed."""
+    if not isinstance(obj, dict):
+        return None
+    ts = obj.get("ts")
+    if type(ts) is not int:
+        return None
+    if obj.get("type") == "fleet_tick":
+        return ts
+    sig, tool, run, agent = (obj.get(k) for k in ("signature", "tool", "run_id", "agent_id"))
+    streak, failure = obj.get("streak"), obj.get("is_failure")
+    if obj.get("type") != "fleet_observation" or not isinstance(sig, str):
+        return None
+    if not isinstance(tool, str) or not isinstance(run, str) or type(streak) is not int:
+        return None
+    if (agent is not None and not isinstance(agent, str)) or type(failure) is not bool:
+        return None
+    return Observation(sig, tool, run, agent, ts, streak, failure)

@@ -27,6 +27,7 @@ from loopguard_fleet.streams.worker.broker_watch import (
 )
 from loopguard_fleet.streams.worker.exactly_once import TransactionalOutbox
 from loopguard_fleet.streams.worker.faust.internals import QuietWorker
+from loopguard_fleet.streams.worker.fleet import fleet_topic, install_fleet
 from loopguard_fleet.streams.worker.memory import HeapTrimmer, fix_mmap_threshold, glibc_malloc_trim
 
 __all__ = ["assemble", "ensure_topics", "run_worker"]
@@ -45,7 +46,8 @@ async def ensure_topics(settings: Settings, wait_s: float = 15.0) -> None:
     changelog = changelog_topic(settings)
     await create_topics(
         settings.bootstrap_servers,
-        [*settings.input_topics, settings.topic_control, settings.topic_dead_letter, changelog],
+        [*settings.input_topics, settings.topic_control, settings.topic_dead_letter, changelog]
+        + ([fleet_topic(settings)] if _policy(settings).fleet.enabled else []),
         settings.partitions,
         replication_factor=settings.replication_factor,
         configs={changelog: {"cleanup.policy": "compact"}},
@@ -76,6 +78,10 @@ def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring
     metrics.set_policy(policy.version)
     processor = RunProcessor(wiring, settings, policy, metrics, outbox)
     install_agent(wiring, processor, settings)
+    if processor.fleet is not None:  # fleet signals on (docs/fleet.md)
+        processor.fleet_link = install_fleet(
+            wiring, settings, policy.fleet, processor.fleet, processor.note_read
+        )
     if settings.malloc_trim:  # last hook: after the checkpoint and its producer drain
         wiring.app.before_commit.append(HeapTrimmer(glibc_malloc_trim()).after_checkpoint)
     return wiring, processor

@@ -1,0 +1,129 @@
+"""Fleet signals in a live worker on the real broker (docs/fleet.md): an outage across runs
+fires a signal, a runtime client repeating the failing call is blocked at its 4th call
+naming the fleet evidence, and the signal resolves once the outage's windows are over.
+
+Event time is the client's own clock (the events' `ts`), moved by the test: no waiting for
+windows to pass.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import orjson
+import pytest
+
+from loopguard_fleet.streams.client.runtime import RuntimeClient
+from tests.worker_process import WorkerLauncher, WorkerProcess
+
+from .conftest import KafkaIO, Message, SessionBroker, TopicSet, worker_settings
+
+WINDOW_S = 5
+POLICY = {
+    "tools": {"loopDetection": {"enabled": True}},
+    "loopguard": {
+        "fleet": {"enabled": True, "windowSeconds": WINDOW_S, "minRuns": 3, "earlyAction": "block"}
+    },
+}
+READ = {"path": "/etc/app.yaml"}
+ENOENT = "ENOENT: no such file or directory, open '/etc/app.yaml'"
+
+
+@pytest.fixture
+def start_worker(
+    broker: SessionBroker, topics: TopicSet, tmp_path: Path
+) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start this test's worker with fleet signals on; stopped by PID afterwards."""
+    policy = tmp_path / "openclaw.json"
+    policy.write_bytes(orjson.dumps(POLICY))
+    launcher = WorkerLauncher(
+        {
+            "broker": broker.url,
+            "partitions": topics.partitions,
+            "topic_tool_calls": topics.tool_calls,
+            "topic_compactions": topics.compactions,
+            "topic_control": topics.control,
+            "topic_dead_letter": topics.dead_letter,
+            "app_id": topics.group_id,
+            "data_dir": tmp_path / "data",
+            "policy_file": policy,
+            **worker_settings(broker),
+        },
+        tmp_path,
+    )
+    yield launcher.start
+    launcher.stop_all()
+
+
+class Clock:
+    """The runtime's clock (epoch ms): the events' event time, moved by the test."""
+
+    def __init__(self) -> None:
+        self.ms = int(time.time() * 1000)
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def signals(messages: Sequence[Message], state: str) -> list[dict[str, object]]:
+    return [
+        m.json
+        for m in messages
+        if m.json and m.json.get("type") == "fleet_signal" and m.json["state"] == state
+    ]
+
+
+async def test_an_outage_fires_blocks_a_runtime_early_and_resolves(
+    start_worker: Callable[..., WorkerProcess], topics: TopicSet, kafka: KafkaIO
+) -> None:
+    start_worker()
+    clock = Clock()
+    async with RuntimeClient(kafka.bootstrap, topics=topics, clock=clock) as client:
+        for i in range(4):  # four runs on four agents retry the same failing read
+            run = client.run(f"broken-{i}", agent_id=f"agent-{i}")
+            for _ in range(2):
+                cid = await run.tool_call("read", READ)
+                await run.tool_result(cid, "read", READ, error=ENOENT)
+                clock.ms += 100
+        clock.ms += 1500  # past the lateness: this run's events carry the watermark past it
+        healthy = client.run("healthy", agent_id="agent-0")
+        cid = await healthy.tool_call("read", {"path": "README.md"})
+        await healthy.tool_result(cid, "read", {"path": "README.md"}, result="# Project")
+        await client.flush()
+
+        control = await kafka.consume_until(
+            topics.control, lambda ms: bool(signals(ms, "firing")), 60
+        )
+        [firing] = signals(control, "firing")
+        assert (firing["tool"], firing["runs"], firing["is_failure"]) == ("read", 3, True)
+        # The signal reached every input partition, where workers apply it in offset order.
+        inputs = await kafka.consume_until(
+            topics.tool_calls, lambda ms: len(signals(ms, "firing")) >= topics.partitions, 20
+        )
+        assert {
+            m.partition for m in inputs if m.json and m.json.get("type") == "fleet_signal"
+        } == set(range(topics.partitions))
+
+        late = client.run("late", agent_id="agent-9")
+        decisions = []
+        for _ in range(4):
+            clock.ms += 100
+            cid = await late.tool_call("read", READ, want_verdict=True)
+            reply = await late.verdict(cid, timeout=10)
+            decisions.append(reply.decision)
+            await late.tool_result(cid, "read", READ, error=ENOENT)
+        assert decisions == ["allow", "allow", "allow", "block"]
+        assert "read failing the same way in 3 runs across 3 agents" in (reply.message or "")
+
+        clock.ms += 3 * WINDOW_S * 1000  # the outage's windows are over
+        cid = await healthy.tool_call("read", {"path": "README.md"})
+        await client.flush()
+        control = await kafka.consume_until(
+            topics.control, lambda ms: bool(signals(ms, "resolved")), 30
+        )
+    [resolved] = signals(control, "resolved")
+    assert resolved["signal_id"] == firing["signal_id"]
+    blocks = [m.json for m in control if m.json and m.json.get("command") == "block_call"]
+    assert [b["run_id"] for b in blocks] == ["late"] and blocks[0]["detector"] == "fleet_signal"

@@ -30,6 +30,7 @@ from loopguard_fleet.detectors.fleet import (
 __all__ = [
     "LATENESS_MS",
     "FleetStage",
+    "FleetTask",
     "OrderedFleet",
     "PartitionFleet",
     "observation_record",
@@ -227,3 +228,27 @@ def parse_fleet_record(obj: object) -> Observation | int | None:
     if (agent is not None and not isinstance(agent, str)) or type(failure) is not bool:
         return None
     return Observation(sig, tool, run, agent, ts, streak, failure)
+
+
+class FleetTask:
+    """The fleet task's core: one `OrderedFleet` per fleet partition, fed that partition's
+    records (contributions and ticks) in offset order; a worker's fleet agent runs it, and an
+    audit of the recorded fleet topic runs it again to the same signals."""
+
+    def __init__(self, settings: FleetSettings) -> None:
+        self.settings = settings
+        self.partitions: dict[int, OrderedFleet] = {}
+
+    def feed(self, partition: int, obj: object) -> list[Decision] | None:
+        """One fleet record: the signal changes it brought, or None when it is malformed."""
+        parsed = parse_fleet_record(obj)
+        if parsed is None:
+            return None
+        stage = self.partitions.get(partition)
+        if stage is None:
+            stage = self.partitions[partition] = OrderedFleet(self.settings)
+        ts = parsed if isinstance(parsed, int) else parsed.ts_ms
+        out = stage.advance(partition, ts)
+        if not isinstance(parsed, int):
+            stage.contribute(parsed)
+        return out

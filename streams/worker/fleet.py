@@ -2,10 +2,10 @@
 the fleet task that owns its partitions, and what the detection agent sends it.
 
 Each worker sends its tool_calls' contributions to the fleet topic keyed by signature, and
-ticks of its event time to every fleet partition. The fleet task (one Faust agent) keeps one
-`OrderedFleet` per fleet partition (streams/processing/fleet.py), fed in offset order, and
-writes each signal change to the control topic and, as an input record, to every partition
-of the tool-calls topic, where each worker applies it to that partition's firing set.
+ticks of its event time to every fleet partition. The fleet task (one Faust agent) runs a
+`FleetTask` (streams/processing/fleet.py: one fleet stage per fleet partition, fed in offset
+order) and writes each signal change to the control topic and, as an input record, to every
+partition of the tool-calls topic, where each worker applies it to its partition's firing set.
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ import orjson
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.detectors.fleet import FleetSettings
 from loopguard_fleet.streams.processing.fleet import (
-    OrderedFleet,
+    FleetTask,
     PartitionFleet,
     observation_record,
-    parse_fleet_record,
     tick_record,
 )
 from loopguard_fleet.streams.wire.codec import encode
@@ -85,7 +84,7 @@ def install_fleet(
     topic = app.topic(fleet_topic(settings), partitions=settings.partitions, schema=raw)
     tool_calls = app.topic(settings.topic_tool_calls, partitions=settings.partitions, schema=raw)
     link = FleetLink(stage, topic, settings.partitions)
-    tasks: dict[int, OrderedFleet] = {}
+    task = FleetTask(fleet)
 
     def publish(decision_payload: dict[str, Any]) -> None:
         key = str(decision_payload["signature"]).encode()
@@ -105,14 +104,11 @@ def install_fleet(
 
     def handle(msg: Any) -> None:
         """One fleet record, in its partition's offset order."""
-        task = tasks.get(msg.partition)
-        if task is None:
-            task = tasks[msg.partition] = OrderedFleet(fleet)
         try:
-            parsed = parse_fleet_record(orjson.loads(msg.value))
+            changes = task.feed(msg.partition, orjson.loads(msg.value))
         except orjson.JSONDecodeError:
-            parsed = None
-        if parsed is None:
+            changes = None
+        if changes is None:
             origin = Origin(msg.topic, msg.partition, msg.offset, None, msg.key)
             record = dead_letter(
                 origin, msg.value, "invalid_fleet_record", "not a fleet record",
@@ -120,11 +116,8 @@ def install_fleet(
             )  # fmt: skip
             wiring.dead_letter.send_soon(key=msg.key, value=encode(record))
         else:
-            ts = parsed if isinstance(parsed, int) else parsed.ts_ms
-            for d in task.advance(msg.partition, ts):
+            for d in changes:
                 publish(d.to_wire())
-            if not isinstance(parsed, int):
-                task.contribute(parsed)
         note_read(msg.topic, msg.partition, msg.offset)
 
     return link

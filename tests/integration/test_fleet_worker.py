@@ -1,6 +1,7 @@
 """Fleet signals in a live worker on the real broker (docs/fleet.md): an outage across runs
 fires a signal, a runtime client repeating the failing call is blocked at its 4th call
-naming the fleet evidence, and the signal resolves once the outage's windows are over.
+naming the fleet evidence, and the signal resolves once the outage's windows are over; the
+recorded topics, replayed through the same core, give the live control output byte for byte.
 
 Event time is the client's own clock (the events' `ts`), moved by the test: no waiting for
 windows to pass.
@@ -15,7 +16,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.streams.audit.recorded import recompute_fleet_signals, replay_recorded_inputs
 from loopguard_fleet.streams.client.runtime import RuntimeClient
+from tests.wire import InputRecord
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
 from .conftest import KafkaIO, Message, SessionBroker, TopicSet, worker_settings
@@ -127,3 +131,32 @@ async def test_an_outage_fires_blocks_a_runtime_early_and_resolves(
     assert resolved["signal_id"] == firing["signal_id"]
     blocks = [m.json for m in control if m.json and m.json.get("command") == "block_call"]
     assert [b["run_id"] for b in blocks] == ["late"] and blocks[0]["detector"] == "fleet_signal"
+
+    # Audit: the recorded topics through the same core give the live control output, byte
+    # for byte (each run's messages, and each signature's signals, in their order).
+    sent = 4 * 2 * 2 + 3 + 4 * 2  # the broken runs', the healthy run's and late's events
+    expected = sent + 2 * topics.partitions  # and each signal change on every partition
+    inputs = await kafka.consume_count(topics.tool_calls, expected)
+    assert len(inputs) == expected
+    fleet = await kafka.consume_until(f"{topics.group_id}-fleet", deadline=1)
+    policy = load_policy(POLICY)
+    replayed = replay_recorded_inputs(policy, [record(m) for m in inputs])
+    live_runs = [m.value or b"" for m in control if m.json.get("type") != "fleet_signal"]
+    assert by_key(replayed, "run_id") == by_key(live_runs, "run_id")
+    recomputed = recompute_fleet_signals(policy.fleet, [record(m) for m in fleet])
+    live_signals = [m.value or b"" for m in control if m.json.get("type") == "fleet_signal"]
+    assert by_key(recomputed, "signature") == by_key(live_signals, "signature")
+    assert len(live_signals) == 2
+
+
+def record(m: Message) -> InputRecord:
+    """A consumed record as the processing core reads one."""
+    return InputRecord(m.topic, m.partition, m.offset, None, m.key, m.value)
+
+
+def by_key(values: list[bytes], field: str) -> dict[object, list[bytes]]:
+    """Control messages grouped by run (or signature), each group in its order."""
+    out: dict[object, list[bytes]] = {}
+    for v in values:
+        out.setdefault(orjson.loads(v)[field], []).append(v)
+    return out

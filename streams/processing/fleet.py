@@ -252,3 +252,14 @@ class FleetTask:
         if not isinstance(parsed, int):
             stage.contribute(parsed)
         return out
+
+    @property
+    def firing(self) -> int:
+        """Signatures firing across the task's partitions."""
+        return sum(len(stage.windows.firing) for stage in self.partitions.values())
+
+    @property
+    def dropped(self) -> tuple[int, int]:
+        """Contributions dropped so far: (late, past the signature cap)."""
+        windows = [stage.windows for stage in self.partitions.values()]
+        return sum(w.dropped_late for w in windows), sum(w.dropped_full for w in windows)

@@ -25,6 +25,7 @@ from loopguard_fleet.streams.processing.fleet import (
     observation_record,
     tick_record,
 )
+from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.wire.codec import encode
 from loopguard_fleet.streams.wire.deadletter import Origin, dead_letter
 from loopguard_fleet.streams.worker.app import Wiring
@@ -76,6 +77,7 @@ def install_fleet(
     fleet: FleetSettings,
     stage: PartitionFleet,
     note_read: Callable[[str, int, int], None],
+    metrics: Metrics,
 ) -> FleetLink:
     """Declare the fleet topic and register the fleet task; the link the agent sends with.
     `note_read`: the detection agent's, so that the commit passes what the task processed."""
@@ -85,6 +87,7 @@ def install_fleet(
     tool_calls = app.topic(settings.topic_tool_calls, partitions=settings.partitions, schema=raw)
     link = FleetLink(stage, topic, settings.partitions)
     task = FleetTask(fleet)
+    dropped = [0, 0]  # (late, full) as last counted
 
     def publish(decision_payload: dict[str, Any]) -> None:
         key = str(decision_payload["signature"]).encode()
@@ -101,6 +104,7 @@ def install_fleet(
         async for events in take_batches(stream, settings.batch_max_events):
             for msg in messages_of(events):
                 handle(msg)
+            count()
 
     def handle(msg: Any) -> None:
         """One fleet record, in its partition's offset order."""
@@ -118,6 +122,15 @@ def install_fleet(
         else:
             for d in changes:
                 publish(d.to_wire())
+                metrics.fleet_signals.labels(state=d.payload["state"]).inc()
         note_read(msg.topic, msg.partition, msg.offset)
+
+    def count() -> None:
+        """The task's firing signatures and what it dropped since the last batch."""
+        metrics.fleet_firing.set(task.firing)
+        late, full = task.dropped
+        metrics.fleet_dropped.labels(reason="late").inc(late - dropped[0])
+        metrics.fleet_dropped.labels(reason="full").inc(full - dropped[1])
+        dropped[:] = [late, full]
 
     return link

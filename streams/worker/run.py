@@ -80,7 +80,7 @@ def assemble(settings: Settings, metrics: Metrics | None = None) -> tuple[Wiring
     install_agent(wiring, processor, settings)
     if processor.fleet is not None:  # fleet signals on (docs/fleet.md)
         processor.fleet_link = install_fleet(
-            wiring, settings, policy.fleet, processor.fleet, processor.note_read
+            wiring, settings, policy.fleet, processor.fleet, processor.note_read, metrics
         )
     if settings.malloc_trim:  # last hook: after the checkpoint and its producer drain
         wiring.app.before_commit.append(HeapTrimmer(glibc_malloc_trim()).after_checkpoint)

@@ -82,7 +82,7 @@ def signals(messages: Sequence[Message], state: str) -> list[dict[str, object]]:
 async def test_an_outage_fires_blocks_a_runtime_early_and_resolves(
     start_worker: Callable[..., WorkerProcess], topics: TopicSet, kafka: KafkaIO
 ) -> None:
-    start_worker()
+    worker = start_worker()
     clock = Clock()
     async with RuntimeClient(kafka.bootstrap, topics=topics, clock=clock) as client:
         for i in range(4):  # four runs on four agents retry the same failing read
@@ -131,6 +131,12 @@ async def test_an_outage_fires_blocks_a_runtime_early_and_resolves(
     assert resolved["signal_id"] == firing["signal_id"]
     blocks = [m.json for m in control if m.json and m.json.get("command") == "block_call"]
     assert [b["run_id"] for b in blocks] == ["late"] and blocks[0]["detector"] == "fleet_signal"
+
+    resolved_line = 'loopguard_fleet_signals_total{state="resolved"} 1.0'
+    body = await worker.wait_until("/metrics", lambda b: resolved_line in b, 20)
+    assert 'loopguard_fleet_signals_total{state="firing"} 1.0' in body
+    assert "loopguard_fleet_signatures_firing 0.0" in body
+    assert 'loopguard_detections_total{detector="fleet_signal",level="critical"} 1.0' in body
 
     # Audit: the recorded topics through the same core give the live control output, byte
     # for byte (each run's messages, and each signature's signals, in their order).

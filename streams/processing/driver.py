@@ -32,7 +32,7 @@ from loopguard_fleet.detectors import (
     parse_event,
 )
 from loopguard_fleet.detectors.process import GivenVerdict
-from loopguard_fleet.streams.processing.fleet import FleetStage
+from loopguard_fleet.streams.processing.fleet import FIRING_KEY, FleetStage
 from loopguard_fleet.streams.processing.hot import HotRuns
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.partition import (
@@ -242,10 +242,20 @@ class RunDriver:
             return None
 
     def _apply_signal(self, msg: Message, obj: dict[str, Any]) -> None:
-        """A `fleet_signal` input record to its partition's firing set (docs/fleet.md)."""
-        assert self._fleet is not None
-        if not self._fleet.apply_record(msg.partition, obj):
+        """A `fleet_signal` input record to its partition's firing set (docs/fleet.md), which
+        is stored at once: a restart or a rebalance loads it back with the partition."""
+        fleet = self._fleet
+        assert fleet is not None
+        partition = msg.partition
+        self._load_firing(fleet, partition)
+        if not fleet.apply_record(partition, obj):
             raise InputRejected("invalid_fleet_signal", "signature, state and evidence fields")
+        self._store.put(partition, FIRING_KEY, fleet.dump(partition))
+
+    def _load_firing(self, fleet: FleetStage, partition: int) -> None:
+        """Load a partition's firing set from the store on its first use since assignment."""
+        if fleet.needs(partition):
+            fleet.load(partition, self._store.get(partition, FIRING_KEY))
 
     def key_of(self, msg: Message, ev: Event) -> bytes:
         """The run's key: the record's (checked by `decode`), offline derived from its run_id."""
@@ -280,6 +290,7 @@ class RunDriver:
                 applied = apply_event(state, ev, th, verdict)
             else:
                 signals = fleet.advance(partition, self.event_ms)
+                self._load_firing(fleet, partition)
                 view = fleet.view(partition, self.event_ms)
                 applied = apply_event(state, ev, th, verdict, view)
                 if applied.observation is not None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Final, Protocol
 
+import orjson
+
 from loopguard_fleet.detectors import JSON, Decision
 from loopguard_fleet.detectors.fleet import (
     FleetEvidence,
@@ -28,6 +30,7 @@ from loopguard_fleet.detectors.fleet import (
 )
 
 __all__ = [
+    "FIRING_KEY",
     "LATENESS_MS",
     "FleetStage",
     "FleetTask",
@@ -38,6 +41,9 @@ __all__ = [
     "signal_decision",
     "tick_record",
 ]
+
+#: The table key of an input partition's firing set: bytes no run id's UTF-8 key can hold.
+FIRING_KEY: Final = b"\xff\xfeloopguard-fleet-firing"
 
 #: How far behind the latest contribution the watermark stays: contributions up to this late
 #: (event time) are still counted in their window (docs/fleet.md).
@@ -86,6 +92,18 @@ class FleetStage(Protocol):
         """A `fleet_signal` input record read on a partition; False when it is malformed."""
         ...
 
+    def needs(self, partition: int) -> bool:
+        """True when a partition's firing set must be loaded from the store first."""
+        ...
+
+    def load(self, partition: int, stored: bytes | None) -> None:
+        """A partition's firing set as `dump` stored it (None: none stored)."""
+        ...
+
+    def dump(self, partition: int) -> bytes:
+        """A partition's firing set, to store after each change."""
+        ...
+
 
 class OrderedFleet:
     """The fleet stage over one ordered stream: windows, watermark, the firing set."""
@@ -104,6 +122,17 @@ class OrderedFleet:
     def apply_record(self, partition: int, obj: dict[str, object]) -> bool:
         """Replay computes its signals: a recorded `fleet_signal` input record is ignored."""
         return True
+
+    def needs(self, partition: int) -> bool:
+        """Nothing is stored: the firing set lives as long as the replay."""
+        return False
+
+    def load(self, partition: int, stored: bytes | None) -> None:
+        """Nothing to load."""
+
+    def dump(self, partition: int) -> bytes:
+        """Nothing to store."""
+        return b""
 
     def advance(self, partition: int, ts_ms: int) -> list[Decision]:
         """Move event time to an event's (if later): the `fleet_signal` messages of the changes
@@ -186,9 +215,40 @@ class PartitionFleet:
         return True
 
     def forget(self, partitions: set[int]) -> None:
-        """Drop the firing sets of partitions whose ownership changed."""
+        """Drop the firing sets of partitions whose ownership changed (the table's copy is
+        loaded again on the partition's next record)."""
         for p in partitions:
             self.firing.pop(p, None)
+
+    def needs(self, partition: int) -> bool:
+        """True until the partition's firing set is loaded (or first changed)."""
+        return partition not in self.firing
+
+    def load(self, partition: int, stored: bytes | None) -> None:
+        """The firing set `dump` stored; a missing or unreadable one is empty."""
+        firing: dict[str, FleetEvidence] = {}
+        try:
+            doc = orjson.loads(stored) if stored else {}
+        except orjson.JSONDecodeError:
+            doc = {}
+        entries = doc.get("firing") if isinstance(doc, dict) else None
+        for signature, fields in (entries if isinstance(entries, dict) else {}).items():
+            if isinstance(fields, list) and len(fields) == 4:
+                sid, runs, agents, failure = fields
+                record = {"signal_id": sid, "runs": runs, "agents": agents, "is_failure": failure}
+                evidence = _evidence(record, self.settings.window_seconds)
+                if evidence is not None:
+                    firing[signature] = evidence
+        self.firing[partition] = firing
+
+    def dump(self, partition: int) -> bytes:
+        """The partition's firing set: `{"v": 1, "firing": {signature: [id, runs, agents,
+        is_failure]}}`."""
+        firing = self.firing.get(partition, {})
+        entries = {
+            sig: [e.signal_id, e.runs, e.agents, e.is_failure] for sig, e in sorted(firing.items())
+        }
+        return orjson.dumps({"v": 1, "firing": entries})
 
 
 def observation_record(obs: Observation) -> dict[str, JSON]:

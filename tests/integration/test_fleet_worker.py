@@ -9,12 +9,15 @@ windows to pass.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import orjson
 import pytest
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from loopguard_fleet.config import load_policy
 from loopguard_fleet.streams.audit.recorded import recompute_fleet_signals, replay_recorded_inputs
@@ -79,50 +82,70 @@ def signals(messages: Sequence[Message], state: str) -> list[dict[str, object]]:
     ]
 
 
+async def outage(client: RuntimeClient, clock: Clock) -> None:
+    """Four runs on four agents retry the same failing read; then a healthy run's events,
+    1.5 s of event time later, carry the watermark past the signal's firing."""
+    for i in range(4):
+        run = client.run(f"broken-{i}", agent_id=f"agent-{i}")
+        for _ in range(2):
+            cid = await run.tool_call("read", READ)
+            await run.tool_result(cid, "read", READ, error=ENOENT)
+            clock.ms += 100
+    clock.ms += 1500
+    healthy = client.run("healthy", agent_id="agent-0")
+    cid = await healthy.tool_call("read", {"path": "README.md"})
+    await healthy.tool_result(cid, "read", {"path": "README.md"}, result="# Project")
+    await client.flush()
+
+
+async def signal_everywhere(kafka: KafkaIO, topics: TopicSet) -> list[Message]:
+    """The input records once the firing signal is on every tool-calls partition."""
+    inputs = await kafka.consume_until(
+        topics.tool_calls, lambda ms: len(signals(ms, "firing")) >= topics.partitions, 60
+    )
+    assert {m.partition for m in inputs if m.json and m.json.get("type") == "fleet_signal"} == set(
+        range(topics.partitions)
+    )
+    return inputs
+
+
+async def late_run(client: RuntimeClient, clock: Clock) -> tuple[list[str], str | None]:
+    """A run that starts after the signal and repeats the failing read 4 times, waiting for
+    each verdict: the decisions and the last one's message."""
+    late = client.run("late", agent_id="agent-9")
+    decisions, message = [], None
+    for _ in range(4):
+        clock.ms += 100
+        cid = await late.tool_call("read", READ, want_verdict=True)
+        reply = await late.verdict(cid, timeout=10)
+        decisions.append(reply.decision)
+        message = reply.message
+        await late.tool_result(cid, "read", READ, error=ENOENT)
+    return decisions, message
+
+
 async def test_an_outage_fires_blocks_a_runtime_early_and_resolves(
     start_worker: Callable[..., WorkerProcess], topics: TopicSet, kafka: KafkaIO
 ) -> None:
     worker = start_worker()
     clock = Clock()
     async with RuntimeClient(kafka.bootstrap, topics=topics, clock=clock) as client:
-        for i in range(4):  # four runs on four agents retry the same failing read
-            run = client.run(f"broken-{i}", agent_id=f"agent-{i}")
-            for _ in range(2):
-                cid = await run.tool_call("read", READ)
-                await run.tool_result(cid, "read", READ, error=ENOENT)
-                clock.ms += 100
-        clock.ms += 1500  # past the lateness: this run's events carry the watermark past it
-        healthy = client.run("healthy", agent_id="agent-0")
-        cid = await healthy.tool_call("read", {"path": "README.md"})
-        await healthy.tool_result(cid, "read", {"path": "README.md"}, result="# Project")
-        await client.flush()
-
+        await outage(client, clock)
         control = await kafka.consume_until(
             topics.control, lambda ms: bool(signals(ms, "firing")), 60
         )
         [firing] = signals(control, "firing")
         assert (firing["tool"], firing["runs"], firing["is_failure"]) == ("read", 3, True)
         # The signal reached every input partition, where workers apply it in offset order.
-        inputs = await kafka.consume_until(
-            topics.tool_calls, lambda ms: len(signals(ms, "firing")) >= topics.partitions, 20
-        )
-        assert {
-            m.partition for m in inputs if m.json and m.json.get("type") == "fleet_signal"
-        } == set(range(topics.partitions))
+        await signal_everywhere(kafka, topics)
 
-        late = client.run("late", agent_id="agent-9")
-        decisions = []
-        for _ in range(4):
-            clock.ms += 100
-            cid = await late.tool_call("read", READ, want_verdict=True)
-            reply = await late.verdict(cid, timeout=10)
-            decisions.append(reply.decision)
-            await late.tool_result(cid, "read", READ, error=ENOENT)
+        decisions, message = await late_run(client, clock)
         assert decisions == ["allow", "allow", "allow", "block"]
-        assert "read failing the same way in 3 runs across 3 agents" in (reply.message or "")
+        assert "read failing the same way in 3 runs across 3 agents" in (message or "")
 
         clock.ms += 3 * WINDOW_S * 1000  # the outage's windows are over
-        cid = await healthy.tool_call("read", {"path": "README.md"})
+        healthy = client.run("healthy", agent_id="agent-0", start_seq=2)
+        await healthy.tool_call("read", {"path": "README.md"})
         await client.flush()
         control = await kafka.consume_until(
             topics.control, lambda ms: bool(signals(ms, "resolved")), 30
@@ -166,3 +189,44 @@ def by_key(values: list[bytes], field: str) -> dict[object, list[bytes]]:
     for v in values:
         out.setdefault(orjson.loads(v)[field], []).append(v)
     return out
+
+
+async def committed(kafka: KafkaIO, topics: TopicSet) -> dict[tuple[str, int], int]:
+    """The worker group's committed offsets on the tool-calls topic."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap, request_timeout_ms=5000)
+    tps = [TopicPartition(topics.tool_calls, p) for p in range(topics.partitions)]
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(topics.group_id, partitions=tps)
+    finally:
+        await admin.close()
+    return {(tp.topic, tp.partition): om.offset for tp, om in offsets.items()}
+
+
+async def test_a_worker_killed_after_applying_a_signal_still_blocks_early_when_restarted(
+    start_worker: Callable[..., WorkerProcess], topics: TopicSet, kafka: KafkaIO
+) -> None:
+    worker = start_worker()
+    clock = Clock()
+    async with RuntimeClient(kafka.bootstrap, topics=topics, clock=clock) as client:
+        await outage(client, clock)
+        inputs = await signal_everywhere(kafka, topics)
+        # Until the worker committed past every signal record: a restarted worker does not
+        # read them again, it loads each partition's firing set from its table.
+        past = {
+            (m.topic, m.partition): m.offset + 1
+            for m in inputs
+            if m.json and m.json.get("type") == "fleet_signal"
+        }
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while any(
+            committed_at < past[tp] for tp, committed_at in (await committed(kafka, topics)).items()
+        ):
+            assert loop.time() < deadline, "the worker did not commit past the signal records"
+            await asyncio.sleep(0.2)
+        worker.kill()
+        start_worker()
+        decisions, message = await late_run(client, clock)
+    assert decisions == ["allow", "allow", "allow", "block"]
+    assert "read failing the same way" in (message or "")

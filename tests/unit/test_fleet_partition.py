@@ -63,11 +63,14 @@ def test_fleet_records_round_trip_and_bad_ones_are_none() -> None:
         assert parse_fleet_record(bad) is None
 
 
-def driver(stage: PartitionFleet) -> tuple[RunDriver, MemoryOutputs]:
+def driver(
+    stage: PartitionFleet, store: MemoryStore | None = None
+) -> tuple[RunDriver, MemoryOutputs]:
     outputs = MemoryOutputs()
     limits = DriverLimits(1_048_576, 256, run_idle_ttl_ms=0, run_cache_idle_ms=0)
     policy = load_policy(POLICY)
-    return RunDriver(policy, limits, MemoryStore(), outputs, Metrics(), fleet=stage), outputs
+    store = store if store is not None else MemoryStore()
+    return RunDriver(policy, limits, store, outputs, Metrics(), fleet=stage), outputs
 
 
 def records(partition: int, values: list[dict[str, Any]], key: bytes) -> list[InputRecord]:
@@ -104,3 +107,26 @@ def test_a_malformed_signal_record_is_dead_lettered_with_its_reason() -> None:
     d.apply(records(0, [{"type": "fleet_signal", "state": "firing"}], b"signal"))
     [letter] = [orjson.loads(v) for v in outputs.dead_letters]
     assert letter["reason"] == "invalid_fleet_signal"
+
+
+def test_a_restarted_driver_loads_the_partitions_firing_set_from_the_store() -> None:
+    events = failing_reads("r1")
+    store = MemoryStore()
+    first = driver(PartitionFleet(ON), store)[0]
+    first.apply(records(1, [firing(loop_signature_of_x())], b"signal"))
+    # A new worker (empty stage) over the same table: the signal still applies on partition 1.
+    second, outputs = driver(PartitionFleet(ON), store)
+    second.apply(records(1, events, run_key("r1")))
+    sent = [orjson.loads(v) for v in outputs.decisions]
+    assert [m["seq"] for m in sent if m.get("command") == "block_call"] == [7]
+    # A resolution is stored too: a third worker decides without it.
+    second.apply(records(1, [firing(loop_signature_of_x(), "resolved")], b"signal"))
+    third, later = driver(PartitionFleet(ON), store)
+    third.apply(records(1, failing_reads("r2"), run_key("r2")))
+    assert [m for m in map(orjson.loads, later.decisions) if m.get("command")] == []
+
+
+def failing_reads(run_id: str) -> list[dict[str, Any]]:
+    """Four failing reads of /x by one run."""
+    run = RunScript(run_id)
+    return [e for _ in range(4) for e in run.both("read", {"path": "/x"}, error="ENOENT")]

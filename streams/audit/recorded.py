@@ -18,7 +18,8 @@ from loopguard_fleet.config import Policy
 from loopguard_fleet.detectors.fleet import FleetSettings
 from loopguard_fleet.streams.audit.replay import MemoryOutputs, MemoryStore, OfflineMetrics
 from loopguard_fleet.streams.processing.driver import DriverLimits, Message, RunDriver
-from loopguard_fleet.streams.processing.fleet import FleetTask, PartitionFleet
+from loopguard_fleet.streams.processing.fleet import FleetTask
+from loopguard_fleet.streams.processing.fleet_partition import PartitionFleet
 from loopguard_fleet.streams.wire.codec import encode
 
 __all__ = ["recompute_fleet_signals", "replay_recorded_inputs"]

@@ -32,7 +32,8 @@ from loopguard_fleet.detectors import (
     parse_event,
 )
 from loopguard_fleet.detectors.process import GivenVerdict
-from loopguard_fleet.streams.processing.fleet import FIRING_KEY, FleetStage
+from loopguard_fleet.streams.processing.fleet import FleetStage
+from loopguard_fleet.streams.processing.fleet_partition import FIRING_KEY
 from loopguard_fleet.streams.processing.hot import HotRuns
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.partition import (

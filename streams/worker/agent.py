@@ -34,7 +34,7 @@ from loopguard_fleet.config import Policy
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.streams.processing import DriverLimits, RunDriver
 from loopguard_fleet.streams.processing.driver import TakenRun
-from loopguard_fleet.streams.processing.fleet import PartitionFleet
+from loopguard_fleet.streams.processing.fleet_partition import PartitionFleet
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.outbox import FaustOutbox, Outbox
 from loopguard_fleet.streams.worker.app import Wiring

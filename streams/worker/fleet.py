@@ -19,12 +19,8 @@ import orjson
 
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.detectors.fleet import FleetSettings
-from loopguard_fleet.streams.processing.fleet import (
-    FleetTask,
-    PartitionFleet,
-    observation_record,
-    tick_record,
-)
+from loopguard_fleet.streams.processing.fleet import FleetTask, observation_record, tick_record
+from loopguard_fleet.streams.processing.fleet_partition import PartitionFleet
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.wire.codec import encode
 from loopguard_fleet.streams.wire.deadletter import Origin, dead_letter

@@ -14,11 +14,11 @@ from loopguard_fleet.detectors.fleet import FleetSettings, Observation, signatur
 from loopguard_fleet.streams.audit.replay import MemoryOutputs, MemoryStore
 from loopguard_fleet.streams.processing import DriverLimits, RunDriver
 from loopguard_fleet.streams.processing.fleet import (
-    PartitionFleet,
     observation_record,
     parse_fleet_record,
     tick_record,
 )
+from loopguard_fleet.streams.processing.fleet_partition import PartitionFleet
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.wire.codec import run_key
 from tests.wire import InputRecord, RunScript

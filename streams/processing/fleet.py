@@ -11,9 +11,9 @@ follows the largest event time seen less the allowed lateness, and each signal c
 applied to the firing set before the event that moved the watermark is decided, so every call
 after it in that order is decided with it. Its outputs are a function of the input order
 only: the same input gives the same `fleet_signal` messages and early decisions, byte for
-byte. `FleetTask` runs one per fleet
-partition (the live fleet task, and the audit of its recorded topic); the fleet topic's
-records are `observation_record` / `tick_record`, read by `parse_fleet_record`.
+byte. `FleetTask` runs one per fleet partition (the live fleet task, and the audit of its
+recorded topic); the fleet topic's records are `observation_record` / `tick_record`, read by
+`parse_fleet_record`.
 """
 
 from __future__ import annotations

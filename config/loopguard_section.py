@@ -4,6 +4,8 @@
     loopguard.tools.<tool>                {warningThreshold, criticalThreshold, exempt, knownPoll}
     loopguard.agents.<id>.mode            the same, for one agent
     loopguard.agents.<id>.tools.<tool>    the same, for one agent
+    loopguard.fleet                       {enabled, windowSeconds, minRuns, earlyAction,
+                                           earlyAtCount} (docs/fleet.md, "Tuning")
 
 This module is the one place that reads the section: every LoopGuard-only policy setting is a
 field of `LoopGuardSection`, validated here with the same strictness and error paths as
@@ -39,12 +41,14 @@ from loopguard_fleet.config.policy_schema import (
     reject,
     show,
 )
+from loopguard_fleet.detectors.fleet.settings import EARLY_ACTIONS, EarlyAction, FleetSettings
 from loopguard_fleet.detectors.hashing import normalize_tool
 
 __all__ = [
     "MODES",
     "SECTION",
     "AgentSection",
+    "FleetSection",
     "LoopGuardSection",
     "Mode",
     "ToolTuning",
@@ -109,8 +113,77 @@ class AgentSection(BaseModel):
     tools: ToolTable = Field(default_factory=dict)
 
 
+# Bounds that keep the fleet tables' memory and a signal's meaning sane: a window longer
+# than an hour keeps an outage firing long after it ended; one run is not a fleet.
+MAX_WINDOW_SECONDS: Final = 3600
+MIN_RUNS: Final = 2
+
+
+def _whole_in(low: int, high: int | None) -> BeforeValidator:
+    rule = (
+        f"must be a whole number from {low} to {high}"
+        if high
+        else f"must be a whole number ≥ {low}"
+    )
+
+    def check(value: object) -> object:
+        whole = as_whole(value)
+        if whole is None or whole < low or (high is not None and whole > high):
+            digits = value.strip() if isinstance(value, str) else ""
+            number = int(digits) if digits.isdecimal() and len(digits) <= 18 else None
+            fits = number is not None and low <= number <= (high or number)
+            reject(rule, value, str(number) if fits else None)
+        return whole
+
+    return BeforeValidator(check)
+
+
+def _early_action(value: object) -> object:
+    if value not in EARLY_ACTIONS:
+        reject('must be "warn" or "block"', value)
+    return value
+
+
+WindowSeconds = Annotated[
+    int | None,
+    _whole_in(1, MAX_WINDOW_SECONDS),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_WINDOW_SECONDS}),
+]
+RunCount = Annotated[
+    int | None, _whole_in(MIN_RUNS, None), WithJsonSchema({"type": "integer", "minimum": MIN_RUNS})
+]
+
+
+class FleetSection(BaseModel):
+    """`loopguard.fleet`: fleet signals and fleet-informed early warning; None means unset."""
+
+    model_config = STRICT
+
+    enabled: Flag = None
+    window_seconds: WindowSeconds = Field(default=None, alias="windowSeconds")
+    min_runs: RunCount = Field(default=None, alias="minRuns")
+    early_action: Annotated[
+        EarlyAction | None,
+        BeforeValidator(_early_action),
+        WithJsonSchema({"enum": list(EARLY_ACTIONS)}),
+    ] = Field(default=None, alias="earlyAction")
+    early_at_count: PositiveWhole = Field(default=None, alias="earlyAtCount")
+
+    def resolve(self) -> FleetSettings:
+        """The settings with every unset key at its default."""
+        default = FleetSettings()
+        return FleetSettings(
+            enabled=default.enabled if self.enabled is None else self.enabled,
+            window_seconds=self.window_seconds or default.window_seconds,
+            min_runs=self.min_runs or default.min_runs,
+            early_action=self.early_action or default.early_action,
+            early_at_count=self.early_at_count or default.early_at_count,
+        )
+
+
 class LoopGuardSection(BaseModel):
-    """The validated `loopguard` section (mode and per-tool tuning, global then per agent)."""
+    """The validated `loopguard` section (mode and per-tool tuning, global then per agent;
+    fleet)."""
 
     model_config = STRICT
 
@@ -119,10 +192,12 @@ class LoopGuardSection(BaseModel):
     agents: Annotated[
         dict[str, Annotated[AgentSection, object_check(AgentSection)]], _table("agent id")
     ] = Field(default_factory=dict)
+    fleet: Annotated[FleetSection, object_check(FleetSection)] = Field(default_factory=FleetSection)
 
 
 _MODELS: dict[tuple[str | int, ...], type[BaseModel]] = {
     (): LoopGuardSection,
+    ("fleet",): FleetSection,
     ("tools", "*"): ToolTuning,
     ("agents", "*"): AgentSection,
     ("agents", "*", "tools", "*"): ToolTuning,

@@ -26,6 +26,7 @@ Choices where docs/semantics.md §2 is silent:
   critical is raised above its warning, and the breaker above its critical, as for blocks.
   `exempt` turns the rolling detectors off for that tool's calls (`enabled` false in its
   thresholds); `knownPoll` makes its calls known polls. Resolved per (agent, tool) at load.
+  `loopguard.fleet` is fleet-wide, not per agent (docs/fleet.md).
 - `loopguard.mode` and `loopguard.agents.<id>.mode` (shadow mode) resolve agent first, then
   the section, then "enforce", into each `Thresholds.enforce`; an agent with a mode and no
   block of its own gets the global block in its mode. The mode is part of the version.
@@ -61,6 +62,7 @@ from loopguard_fleet.config.policy_schema import (
     validate_block,
 )
 from loopguard_fleet.config.roster import normalize_agent_id, read_roster
+from loopguard_fleet.detectors.fleet.settings import FleetSettings
 from loopguard_fleet.detectors.hashing import normalize_tool
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, Semantics
 from loopguard_fleet.detectors.values import Thresholds
@@ -196,6 +198,7 @@ class Policy:
     agent_tool_tunings: tuple[tuple[str, ToolTunings], ...] = ()  # loopguard.agents.<id>.tools
     mode: Mode = "enforce"  # loopguard.mode
     agent_modes: tuple[tuple[str, Mode], ...] = ()  # loopguard.agents.<id>.mode
+    fleet: FleetSettings = field(default_factory=FleetSettings)  # loopguard.fleet
     _global: Thresholds = field(init=False, repr=False, compare=False)
     _agents: Mapping[str, Thresholds] = field(init=False, repr=False, compare=False)
     _tools: Mapping[str | None, Mapping[str, Thresholds]] = field(
@@ -335,7 +338,8 @@ class Policy:
 
     def effective_all(self) -> dict[str, object]:
         """Every agent's resolved block, the global one and the default agent (`policy check`);
-        with `tools`, the per-tool table keyed by agent (`*`: every other agent), when tuned."""
+        with `tools`, the per-tool table keyed by agent (`*`: every other agent), when tuned;
+        the fleet settings (`loopguard.fleet`, every key resolved)."""
         out: dict[str, object] = {
             "semantics": self.semantics,
             "defaultAgent": self.default_agent,
@@ -344,6 +348,7 @@ class Policy:
         }
         if self._tools:
             out["tools"] = self.tool_table()
+        out["fleet"] = self.fleet.to_doc()
         return out
 
     @property
@@ -420,6 +425,7 @@ def load_policy(source: str | os.PathLike[str] | Mapping[str, object]) -> Policy
             for agent_id, entry in section.agents.items()
             if entry.mode is not None
         ),
+        fleet=section.fleet.resolve(),
     )
 
 

@@ -15,6 +15,10 @@ from typing import Final, Literal, NamedTuple
 from loopguard_fleet.detectors.compaction_guard import arm_guard, late_outcomes, observe_guard
 from loopguard_fleet.detectors.engine import detect, publish_warning
 from loopguard_fleet.detectors.events import TOOL_EVENTS, Event, parse_event
+from loopguard_fleet.detectors.fleet.contribution import Observation, observe_call
+from loopguard_fleet.detectors.fleet.early import DETECTOR as FLEET_DETECTOR
+from loopguard_fleet.detectors.fleet.early import FleetView, early_verdict, publish_early
+from loopguard_fleet.detectors.fleet.signature import loop_signature, signature_of_call
 from loopguard_fleet.detectors.hashing import outcome_unknown_tool_name, result_hash
 from loopguard_fleet.detectors.history import record_call, record_outcome
 from loopguard_fleet.detectors.history_2026_9 import record_veto
@@ -30,17 +34,19 @@ from loopguard_fleet.detectors.values import (
     JSON,
     GuardAbort,
     Outcome,
+    Record,
     Thresholds,
     ToolCall,
     Verdict,
 )
 
-DecisionKind = Literal["loop_event", "command", "verdict"]
+DecisionKind = Literal["loop_event", "command", "verdict", "fleet_signal"]
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """One control-topic message: a loop event, a command or a verdict."""
+    """One control-topic message: a loop event, a command or a verdict (of a run), or a
+    fleet signal (of the fleet: `run_id` empty; streams/processing/fleet.py)."""
 
     kind: DecisionKind
     id: str
@@ -80,10 +86,12 @@ GivenVerdict = Verdict | None | _NoVerdictYet
 
 class Applied(NamedTuple):
     """What one event did to its run: a redelivery (`is_duplicate`, nothing changed) or the
-    decisions it yielded (often none)."""
+    decisions it yielded (often none); with fleet signals on, the signature a tool_call
+    contributed to the fleet counts (docs/fleet.md), if any."""
 
     decisions: list[Decision]
     is_duplicate: bool = False
+    observation: Observation | None = None
 
 
 # `Applied(out)` runs the named tuple's generated `__new__`, a Python frame per event; the
@@ -96,6 +104,7 @@ def apply_event(
     event: Event | Mapping[str, object],
     th: Thresholds,
     verdict: GivenVerdict = NO_VERDICT_YET,
+    fleet: FleetView | None = None,
 ) -> Applied:
     """Apply one event to the run's state (in place): its decisions, or that it was a duplicate.
 
@@ -109,6 +118,10 @@ def apply_event(
     policies first), so the call is decided once. It is used only where the call meets that
     very state and call: not when held life events apply first, nor when the openclaw-2026.9
     profile renames the tool; there, and on other events, `detect` runs as without it.
+
+    `fleet`: the fleet settings and firing signals the run's partition has applied, and the
+    event's event time (docs/fleet.md); None (fleet signals off) decides as OpenClaw does and
+    reads no time.
     """
     ev = event if isinstance(event, Event) else parse_event(event)
     is_tool = ev.type in TOOL_EVENTS
@@ -132,6 +145,8 @@ def apply_event(
             state.agent_id = ev.agent_id
         state.tool_seq = ev.seq
         if ev.type == "tool_call":
+            if fleet is not None and fleet.settings.enabled:
+                return _fleet_call(state, ev, th, verdict, fleet, released)
             out = _on_call(state, ev, th, verdict)
         else:
             out = _on_result(state, ev, th)
@@ -147,7 +162,30 @@ def apply_event(
         out = []
     if state.held:
         out += _release_ready(state, th)
-    return _new_tuple(Applied, (out, False))
+    return _new_tuple(Applied, (out, False, None))
+
+
+def _fleet_call(
+    state: RunState,
+    ev: Event,
+    th: Thresholds,
+    given: GivenVerdict,
+    fleet: FleetView,
+    released: list[Decision] | None,
+) -> Applied:
+    """A tool_call with fleet signals on: its contribution, then the call decided with the
+    early rule (the tail of `apply_event`'s tool path)."""
+    call = ev.call
+    assert call is not None  # parse_event guarantees a call on tool events
+    obs = observe_call(state.history, call, th, ev.run_id, state.agent_id, fleet.ts_ms)
+    verdict = detect(state, call, th) if given is NO_VERDICT_YET else given
+    verdict = early_verdict(state.history, call, th, fleet.settings, fleet.firing, verdict)
+    out = _on_call(state, ev, th, verdict)
+    if released:
+        out = released + out
+    if state.held:
+        out += _release_ready(state, th)
+    return Applied(out, False, obs)
 
 
 def hash_outcome(event: Event, channel_tools: frozenset[str]) -> Event:
@@ -253,7 +291,7 @@ def _on_late_life(state: RunState, ev: Event, kind: LifeKind, th: Thresholds) ->
         if abort is not None:
             # Attributed to the result that completed the window, as in seq order.
             eid = record.event_id if record.event_id is not None else f"seq:{record.seq}"
-            return _abort(state, Trigger(ev.run_id, eid, record.seq), abort, th)
+            return _abort(state, Trigger(ev.run_id, eid, record.seq), abort, th, _of(record))
         if state.guard_remaining <= 0:
             break
     return []
@@ -274,18 +312,23 @@ def _on_call(
     elif verdict.level == "critical":
         decision = "block"
         trigger = Trigger(ev.run_id, ev.event_id, ev.seq)
-        out += _block(state, trigger, call, verdict, th)
+        signature = signature_of_call(state.history, call.tool, call.args_hash)
+        out += _block(state, trigger, call, verdict, th, signature)
         if th.semantics == OPENCLAW_2026_9:
             record_veto(state, call, th, ev.seq, ev.event_id)
             state.critical_loops += 1
             abort = recovery_abort(state.critical_loops, call.tool)
             if abort is not None:
-                out += _abort(state, trigger, abort, th, _RECOVERY_EVENT)
+                out += _abort(state, trigger, abort, th, signature, _RECOVERY_EVENT)
     else:
         decision = "warn"
-        published = publish_warning(state, verdict.warning_key, verdict.count)
+        if verdict.detector == FLEET_DETECTOR:
+            published = publish_early(state, verdict.warning_key)
+        else:
+            published = publish_warning(state, verdict.warning_key, verdict.count)
         trigger = Trigger(ev.run_id, ev.event_id, ev.seq)
-        out.append(_loop_event(state, trigger, call.tool, verdict, published, th))
+        signature = signature_of_call(state.history, call.tool, call.args_hash)
+        out.append(_loop_event(state, trigger, call.tool, verdict, published, th, signature))
         record_call(state, call, th, ev.seq)
     if ev.want_verdict:
         shown = out[0].payload if out and th.enforce else None  # observe answers a plain allow
@@ -300,10 +343,13 @@ def _observed(
     the runtime ran it. No command, no veto record, no recovery count: the run's history is
     what really happened, so later counts are those the runtime's own calls make."""
     published = True
-    if verdict.level != "critical":
+    if verdict.detector == FLEET_DETECTOR and verdict.level != "critical":
+        published = publish_early(state, verdict.warning_key)
+    elif verdict.level != "critical":
         published = publish_warning(state, verdict.warning_key, verdict.count)
     trigger = Trigger(ev.run_id, ev.event_id, ev.seq)
-    loop_event = _loop_event(state, trigger, call.tool, verdict, published, th)
+    signature = signature_of_call(state.history, call.tool, call.args_hash)
+    loop_event = _loop_event(state, trigger, call.tool, verdict, published, th, signature)
     record_call(state, call, th, ev.seq)
     return loop_event
 
@@ -349,7 +395,12 @@ def _on_result(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
     abort = observe_guard(state, record, th)
     if abort is None:
         return []
-    return _abort(state, Trigger(ev.run_id, ev.event_id, ev.seq), abort, th)
+    return _abort(state, Trigger(ev.run_id, ev.event_id, ev.seq), abort, th, _of(record))
+
+
+def _of(record: Record) -> str:
+    """The signature of the call whose outcome this record holds (a guard abort's)."""
+    return loop_signature(record.tool, record.args_hash, record)
 
 
 def _end(state: RunState, seq: int) -> None:
@@ -379,10 +430,11 @@ def _loop_event(
     v: Verdict | GuardAbort,
     published: bool,
     th: Thresholds,
+    signature: str,
     kind: str = "loop_event",
 ) -> Decision:
     """The loop_event for a verdict (warn / block) or an abort (guard or recovery); `kind`
-    names it in its id.
+    names it in its id, `signature` is the loop signature of the call it is about.
 
     The openclaw-2026.9 profile adds its name, the verdict's liveness signal and, on a
     published warning, the note OpenClaw's runner shows the model, before `id` (the
@@ -409,7 +461,10 @@ def _loop_event(
         "paired_tool": paired,
         "published": published,
         "agent_id": state.agent_id,
+        "signature": signature,
     }
+    if isinstance(v, Verdict) and v.detector == FLEET_DETECTOR:
+        payload["fleet_signal_id"] = v.warning_key.split(":")[1]  # fleet:<signal id>:<sig>
     if th.semantics == OPENCLAW_2026_9:
         payload["semantics"] = th.semantics
         payload["liveness_signal"] = v.liveness_signal if isinstance(v, Verdict) else None
@@ -439,7 +494,7 @@ def _command(ev: Trigger, command: str, fields: dict[str, JSON], th: Thresholds)
 
 
 def _block(
-    state: RunState, ev: Trigger, call: ToolCall, v: Verdict, th: Thresholds
+    state: RunState, ev: Trigger, call: ToolCall, v: Verdict, th: Thresholds, signature: str
 ) -> list[Decision]:
     fields: dict[str, JSON] = {
         "tool_call_id": call.tool_call_id,
@@ -448,11 +503,17 @@ def _block(
         "count": v.count,
         "reason": v.message,
     }
-    return [_loop_event(state, ev, call.tool, v, True, th), _command(ev, "block_call", fields, th)]
+    event = _loop_event(state, ev, call.tool, v, True, th, signature)
+    return [event, _command(ev, "block_call", fields, th)]
 
 
 def _abort(
-    state: RunState, ev: Trigger, a: GuardAbort, th: Thresholds, kind: str = "loop_event"
+    state: RunState,
+    ev: Trigger,
+    a: GuardAbort,
+    th: Thresholds,
+    signature: str,
+    kind: str = "loop_event",
 ) -> list[Decision]:
     fields: dict[str, JSON] = {
         "detector": a.detector,
@@ -460,5 +521,5 @@ def _abort(
         "tool": a.tool,
         "reason": a.message,
     }
-    event = _loop_event(state, ev, a.tool, a, True, th, kind)
+    event = _loop_event(state, ev, a.tool, a, True, th, signature, kind)
     return [event, _command(ev, "abort_run", fields, th)] if th.enforce else [event]

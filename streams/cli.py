@@ -210,7 +210,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     jobs = _jobs(args.jobs)
     out = _open_output(args.output)
     progress = Progress(Progress.wanted(args.quiet), source.total_bytes, source.done_bytes)
-    if jobs == 1:
+    # Fleet signals are computed over the input's one order: no sharding (docs/fleet.md).
+    if jobs == 1 or spec.policy.fleet.enabled:
         outputs, stats = replay_local(spec, source)
     else:
         outputs, stats = replay_sharded(spec, source, jobs)

@@ -211,7 +211,9 @@ def compare(
     shared_hash = current.semantics == candidate.semantics == CONFIGURABLE and (
         candidate.channel_tools == tools
     )
-    shared = _Shared(first, second) if share_runs else None
+    # A fleet stage counts every run of its side: with fleet signals on, no run is shared.
+    has_fleet = current.fleet.enabled or candidate.fleet.enabled
+    shared = _Shared(first, second) if share_runs and not has_fleet else None
     for pos, raw in items:
         ev = first.decode(pos, raw)
         if isinstance(ev, Rejected):
@@ -222,6 +224,8 @@ def compare(
             continue
         second.stream_ms = first.stream_ms  # same line, same stream time (the candidate
         # side reads it only when fed, as below; a shared run's line never reaches it)
+        if has_fleet:  # the line's event time, read by each side's own decode
+            second.decode(pos, raw)
         if shared_hash:
             ev = hash_outcome(ev, tools)
         outs = (first.feed_event(ev), second.feed_event(ev))

@@ -5,7 +5,9 @@ call, the counts every rule reads (docs/semantics.md §5: no_progress, recent_co
 ping_pong) and, in the openclaw-2026.9 profile, the run's critical verdicts so far (the runner's
 recovery allowance); the post-compaction guard's window; and the decisions with their detector,
 count, warning key, message and note. The run is replayed exactly as `loopguard replay` does
-(same decoder, same idle TTL), only the other runs' events are not fed.
+(same decoder, same idle TTL), only the other runs' events are not fed, unless the policy
+turns fleet signals on: then every run is fed, and the timeline keeps the `fleet_signal`
+messages whose evidence the run's early verdicts name (docs/fleet.md).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from loopguard_fleet.config import Policy
 from loopguard_fleet.detectors import (
     JSON,
     OPENCLAW_2026_9,
+    Decision,
     Event,
     InvalidEvent,
     RunState,
@@ -66,6 +69,8 @@ class Timeline:
     agent_id: str | None = None
     thresholds: dict[str, object] = field(default_factory=dict)
     rows: list[Row] = field(default_factory=list)
+    # The firing fleet signals behind the run's early verdicts (fleet signals on only)
+    fleet_signals: list[dict[str, JSON]] = field(default_factory=list)
     lines: int = 0  # input lines read
     rejected: int = 0  # of which not an event (the replay's rejections)
 
@@ -97,6 +102,8 @@ def explain_run(
     """Replay the input and keep the timeline of one run (empty rows if it never appears)."""
     replayer = Replayer(policy, idle_ttl_ms=idle_ttl_ms)
     timeline = Timeline(run_id)
+    has_fleet = policy.fleet.enabled
+    signals: list[dict[str, JSON]] = []
     calls: dict[str, int] = {}
     n_calls = 0
     for pos, raw in items:
@@ -107,12 +114,15 @@ def explain_run(
             timeline.rejected += 1
             continue
         replayer.observe_time(obj)  # other runs' times count, as in a replay
+        replayer.observe_event_time(obj)
         try:
             ev = parse_event(obj)
         except InvalidEvent:
             timeline.rejected += 1
             continue
         if ev.run_id != run_id:
+            if has_fleet:  # the fleet counts every run
+                _keep_signals(signals, replayer.feed_event(ev))
             continue
         state = replayer.state_for(ev)
         row = Row(pos, ev.seq, ev.type, ev.event_id)
@@ -142,12 +152,22 @@ def explain_run(
         if ev.type == "tool_result":
             row.outcome_hash = _outcome_hash(state, ev.seq)
         _guard(row, th, remaining, state)
-        row.decisions = [d.to_wire() for d in decisions]
+        _keep_signals(signals, decisions)
+        row.decisions = [d.to_wire() for d in decisions if d.kind != "fleet_signal"]
         timeline.rows.append(row)
         if timeline.agent_id is None and state.agent_id is not None:
             timeline.agent_id = state.agent_id
     timeline.thresholds = policy.effective(timeline.agent_id)
+    named = {d.get("fleet_signal_id") for r in timeline.rows for d in r.decisions}
+    timeline.fleet_signals = [s for s in signals if s["signal_id"] in named]
     return timeline
+
+
+def _keep_signals(signals: list[dict[str, JSON]], decisions: list[Decision]) -> None:
+    """Keep the firing `fleet_signal` messages among decisions."""
+    for d in decisions:
+        if d.kind == "fleet_signal" and d.payload["state"] == "firing":
+            signals.append(d.to_wire())
 
 
 def _guard(row: Row, th: Thresholds, remaining_before: int, state: RunState) -> None:
@@ -168,6 +188,8 @@ def render_json(timeline: Timeline) -> str:
         "thresholds": timeline.thresholds,
         "events": [asdict(r) for r in timeline.rows],
     }
+    if timeline.fleet_signals:
+        doc["fleet_signals"] = timeline.fleet_signals
     return json_text(doc)
 
 
@@ -242,4 +264,18 @@ def render_table(timeline: Timeline) -> str:
                 out.append(f"{'':>14}note: {d['note']}")
             elif d.get("type") == "command":
                 out.append(f"{'':>14}{_decision_text(d)} ({d['detector']})")
+            if d.get("type") == "loop_event" and d.get("fleet_signal_id"):
+                out.append(f"{'':>14}fleet: {_signal_text(timeline, d['fleet_signal_id'])}")
     return "\n".join(out) + "\n"
+
+
+def _signal_text(timeline: Timeline, signal_id: JSON) -> str:
+    """The evidence of the fleet signal an early verdict names."""
+    for s in timeline.fleet_signals:
+        if s["signal_id"] == signal_id:
+            samples = ", ".join(str(r) for r in s["sample_run_ids"])  # type: ignore[union-attr]
+            return (
+                f"signal {signal_id} fired at {s['at_ms']} ms: {s['tool']} in {s['runs']} runs "
+                f"across {s['agents']} agents (e.g. {samples})"
+            )
+    return f"signal {signal_id}"

@@ -25,6 +25,7 @@ from loopguard_fleet.detectors import (
 from loopguard_fleet.detectors.jsjson import loads
 from loopguard_fleet.detectors.process import GivenVerdict
 from loopguard_fleet.streams.processing.driver import DriverLimits, RunDriver, event_time_ms
+from loopguard_fleet.streams.processing.fleet import OrderedFleet
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.partition import LiveRun
 from loopguard_fleet.streams.wire.codec import encode, run_key
@@ -192,8 +193,16 @@ class Replayer:
         self.store = MemoryStore()
         ttl = self.idle_ttl_ms or 0  # 0: no TTL, stream time never moves (driver, offline)
         limits = DriverLimits(max_line_bytes, 0, run_idle_ttl_ms=ttl, run_cache_idle_ms=ttl)
+        # Fleet signals on in the policy: the fleet stage over the input's order (docs/fleet.md).
+        fleet = OrderedFleet(self.policy.fleet) if self.policy.fleet.enabled else None
         self.driver = RunDriver(
-            self.policy, limits, self.store, self.outputs, OfflineMetrics(), offline=True
+            self.policy,
+            limits,
+            self.store,
+            self.outputs,
+            OfflineMetrics(),
+            offline=True,
+            fleet=fleet,
         )
         self._runs = self.driver.partition(0)
         self._msg = _Line()
@@ -260,6 +269,14 @@ class Replayer:
         if raw_ts is not None:
             self._runs.advance(event_time_ms(raw_ts))
         return self._runs.stream_ms
+
+    def observe_event_time(self, obj: object) -> None:
+        """With fleet signals on, a decoded line's `ts` as the event time of the next event
+        fed (for callers that parse lines themselves, as `explain` does)."""
+        if self.driver.has_fleet and type(obj) is dict:
+            at = event_time_ms(obj.get("ts"))
+            if at is not None:
+                self.driver.event_ms = at
 
     def advance_time(self, raw_ts: object) -> None:
         """Move stream time to a line's `ts` if later (a line replayed elsewhere: a shard

@@ -61,6 +61,11 @@ def render_table(d: Decision) -> str:
         )
     if d.kind == "command":
         return f"{p['seq']!s:>6}  {p['run_id']!s:<20} → {p['command']} ({p['detector']})"
+    if d.kind == "fleet_signal":
+        return (
+            f"{'':>6}  {'(fleet)':<20} {p['state']!s:<9} {p['tool']} in {p['runs']} runs, "
+            f"{p['agents']} agents (signal {str(p['signal_id'])[:12]})"
+        )
     return f"{p['seq']!s:>6}  {p['run_id']!s:<20} verdict {p['decision']} {p['tool_call_id']}"
 
 

@@ -28,9 +28,12 @@ from loopguard_fleet.detectors import (
     RunState,
     Thresholds,
     apply_event,
+    is_duplicate,
     parse_event,
 )
 from loopguard_fleet.detectors.process import GivenVerdict
+from loopguard_fleet.streams.processing.fleet import FleetStage
+from loopguard_fleet.streams.processing.fleet_partition import FIRING_KEY
 from loopguard_fleet.streams.processing.hot import HotRuns
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.partition import (
@@ -139,7 +142,9 @@ class RunDriver:
 
     `offline` (replay, the chaos oracle): input lines carry no Kafka key or record time, so a
     run's key is derived from its run_id and stream time is the largest event `ts` seen, and
-    only when the limits set an idle TTL (docs/audit.md).
+    only when the limits set an idle TTL (docs/audit.md). `fleet` (fleet signals on in the
+    policy): the fleet stage, over the one input order of a replay or over a worker's
+    partitions (streams/processing/fleet.py).
     """
 
     def __init__(
@@ -151,8 +156,11 @@ class RunDriver:
         metrics: Metrics,
         *,
         offline: bool = False,
+        fleet: FleetStage | None = None,
     ) -> None:
         self._policy = policy
+        self._fleet = fleet
+        self.event_ms = 0  # the event time of the message being applied (fleet stage only)
         self._offline = offline
         self._limits = limits
         self._store = store
@@ -169,10 +177,17 @@ class RunDriver:
         return self._policy
 
     def set_policy(self, policy: Policy) -> None:
-        """Decide the next events with another policy; run states and partitions stay."""
+        """Decide the next events with another policy; run states and partitions stay.
+
+        The fleet stage keeps the fleet settings it was built with (docs/fleet.md)."""
         self._policy = policy
         self._thresholds = {}
         self._tuned = policy.has_tool_tuning
+
+    @property
+    def has_fleet(self) -> bool:
+        """True when the driver runs a fleet stage (fleet signals on)."""
+        return self._fleet is not None
 
     @property
     def has_dirty(self) -> bool:
@@ -232,10 +247,29 @@ class RunDriver:
         try:
             if obj is None:
                 obj = decode_object(msg.value, self._limits.max_message_bytes)
+            if self._fleet is not None and obj.get("type") == "fleet_signal":
+                self._apply_signal(msg, obj)
+                return None  # applied to the partition's firing set: no run event
             return self._parse(msg, runs, obj)
         except InputRejected as exc:
             self._reject(msg, exc.reason, exc.detail, exc.run_id)
             return None
+
+    def _apply_signal(self, msg: Message, obj: dict[str, Any]) -> None:
+        """A `fleet_signal` input record to its partition's firing set (docs/fleet.md), which
+        is stored at once: a restart or a rebalance loads it back with the partition."""
+        fleet = self._fleet
+        assert fleet is not None
+        partition = msg.partition
+        self._load_firing(fleet, partition)
+        if not fleet.apply_record(partition, obj):
+            raise InputRejected("invalid_fleet_signal", "signature, state and evidence fields")
+        self._store.put(partition, FIRING_KEY, fleet.dump(partition))
+
+    def _load_firing(self, fleet: FleetStage, partition: int) -> None:
+        """Load a partition's firing set from the store on its first use since assignment."""
+        if fleet.needs(partition):
+            fleet.load(partition, self._store.get(partition, FIRING_KEY))
 
     def key_of(self, msg: Message, ev: Event) -> bytes:
         """The run's key: the record's (checked by `decode`), offline derived from its run_id."""
@@ -263,8 +297,18 @@ class RunDriver:
         th = self._thresholds.get(agent) or self.thresholds(agent)
         if self._tuned and ev.call is not None:
             th = self._policy.for_call(agent, ev.call.tool)  # loopguard.tools: per-tool tuning
+        fleet = self._fleet
+        signals: list[Decision] = []
         try:
-            applied = apply_event(state, ev, th, verdict)
+            if fleet is None or is_duplicate(state, ev):  # a redelivery moves no event time
+                applied = apply_event(state, ev, th, verdict)
+            else:
+                signals = fleet.advance(partition, self.event_ms)
+                self._load_firing(fleet, partition)
+                view = fleet.view(partition, self.event_ms)
+                applied = apply_event(state, ev, th, verdict, view)
+                if applied.observation is not None:
+                    fleet.contribute(applied.observation)
         except Exception as exc:  # the dead-letter policy: an engine bug costs one event
             log.exception("engine failed on run %s event %s", ev.run_id, ev.event_id)
             state.restore(saved)
@@ -276,6 +320,8 @@ class RunDriver:
         if not run.is_dirty:
             runs.mark_dirty(key, run)
         run.stamp_ms = now
+        if signals:  # the fleet's changes first: they were applied before this event
+            return Applied(signals + applied.decisions, False, applied.observation)
         return applied
 
     def publish(self, key: bytes, decisions: Iterable[Decision]) -> bool:
@@ -353,6 +399,10 @@ class RunDriver:
     def _parse(self, msg: Message, runs: PartitionRuns, obj: dict[str, Any]) -> Event:
         """Validate one decoded message; its key must be its run_id (offline: none, and the
         event's `ts` moves stream time)."""
+        if self._fleet is not None:
+            # The event time: the event's `ts` where it has one, else the record's time.
+            at = event_time_ms(obj.get("ts"))
+            self.event_ms = at if at is not None else (_ms(msg.timestamp) or self.event_ms)
         if self._offline and self._limits.run_idle_ttl_ms:
             raw_ts = obj.get("ts")
             if raw_ts is not None:  # fleets that do not stamp events pay nothing here
@@ -429,8 +479,11 @@ class RunDriver:
         return self._policy.tool_table()
 
     def _publish(self, key: bytes, decision: Decision) -> bool:
-        """Queue one decision for the control topic and count it; True for a verdict."""
+        """Queue one decision for the control topic and count it; True for a verdict. A fleet
+        signal is keyed by its signature, not by the run that moved event time past it."""
         wire = decision.to_wire()
+        if decision.kind == "fleet_signal":
+            key = str(wire["signature"]).encode()
         self._outputs.decision(key, encode(wire))
         if decision.kind == "loop_event":
             mode = "observe" if wire.get("enforced") is False else "enforce"

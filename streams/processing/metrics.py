@@ -128,6 +128,25 @@ class Metrics:
             ["version"],
             registry=r,
         )
+        # Fleet signals (docs/fleet.md): no signature or tool label, so cardinality stays fixed.
+        self.fleet_firing = Gauge(
+            "loopguard_fleet_signatures_firing",
+            "Loop signatures firing in this worker's fleet partitions.",
+            registry=r,
+        )
+        self.fleet_signals = Counter(
+            "loopguard_fleet_signals",
+            "fleet_signal messages published, by state (firing / resolved).",
+            ["state"],
+            registry=r,
+        )
+        self.fleet_dropped = Counter(
+            "loopguard_fleet_dropped",
+            "Fleet contributions not counted, by reason (late: window closed; full: the "
+            "window's signature cap).",
+            ["reason"],
+            registry=r,
+        )
         self.processing_seconds = PerEventHistogram(
             "loopguard_processing_seconds",
             "Processing time per input event (batch time divided by its size).",

@@ -134,6 +134,15 @@ class LoopEventMessage(_Control):
     paired_tool: str | None
     published: bool = Field(description="warnings: crossed a new bucket of 10 (rate limit)")
     agent_id: str | None
+    signature: str = Field(
+        description="the loop signature: 32 hex digits of a hash of the tool, its args hash "
+        "and its latest outcome's facts; no run id, no raw text (docs/fleet.md)"
+    )
+    fleet_signal_id: str | None = Field(
+        None,
+        description="an early verdict of fleet signals only (detector `fleet_signal`): the id "
+        "of the fleet signal whose evidence it names (docs/fleet.md)",
+    )
     semantics: Literal["openclaw-2026.9"] | None = Field(
         None, description="present only under the openclaw-2026.9 profile"
     )

@@ -34,6 +34,7 @@ from loopguard_fleet.config import Policy
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.streams.processing import DriverLimits, RunDriver
 from loopguard_fleet.streams.processing.driver import TakenRun
+from loopguard_fleet.streams.processing.fleet_partition import PartitionFleet
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.outbox import FaustOutbox, Outbox
 from loopguard_fleet.streams.worker.app import Wiring
@@ -44,6 +45,7 @@ from loopguard_fleet.streams.worker.faust.internals import (
     drain_producer_buffer,
     size_producer_buffer,
 )
+from loopguard_fleet.streams.worker.fleet import FleetLink
 
 __all__ = ["RunProcessor", "freeze_startup_heap", "install_agent"]
 
@@ -92,12 +94,17 @@ class RunProcessor:
         self._w = wiring
         self._outbox: Outbox = outbox if outbox is not None else FaustOutbox(wiring)
         self._store = TableStore(wiring.table)
+        # Fleet signals on: the partitions' firing sets and the contributions to send
+        # (streams/worker/fleet.py sets `fleet_link` when it installs the fleet task).
+        self.fleet = PartitionFleet(policy.fleet) if policy.fleet.enabled else None
+        self.fleet_link: FleetLink | None = None
         self.driver = RunDriver(
             policy.with_channel_tools(settings.channel_tools),
             driver_limits(settings),
             self._store,
             _FaustOutputs(self._outbox, wiring),
             metrics,
+            fleet=self.fleet,
         )
         self._metrics = metrics
         self._channel_tools = settings.channel_tools
@@ -121,6 +128,8 @@ class RunProcessor:
                 read_to[msg.topic, msg.partition] = msg.offset + 1
                 held += records_in(event)
             has_verdict = self.driver.apply(messages_of(events))
+            if self.fleet_link is not None:
+                self.fleet_link.send()
             await self._outbox.send(urgent=has_verdict)
             self._metrics.observe_batch(perf_counter() - started, held)
 
@@ -178,6 +187,11 @@ class RunProcessor:
                 slice_end = perf_counter() + WRITE_SLICE_S
         yield len(taken)
 
+    def note_read(self, topic: str, partition: int, offset: int) -> None:
+        """Another agent of the worker (the fleet task) processed a record: the next commit
+        may pass it (the limits the module docstring describes)."""
+        self._read_to[topic, partition] = offset + 1
+
     def checkpoint(self) -> None:
         """Write each changed run's state to the table, then evict the idle ones from memory."""
         self.driver.checkpoint()
@@ -186,6 +200,8 @@ class RunProcessor:
         """Drop everything held for partitions whose ownership changed (revoke or assign)."""
         partitions = set(partitions)
         self.driver.forget(partitions)
+        if self.fleet is not None:
+            self.fleet.forget(partitions)
         for p in partitions:
             self._store.forget(p)
         # Their offsets leave the running commit too: what a checkpoint took of them may not

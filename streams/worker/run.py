@@ -28,6 +28,7 @@ from loopguard_fleet.streams.worker.broker_watch import (
 )
 from loopguard_fleet.streams.worker.exactly_once import TransactionalOutbox
 from loopguard_fleet.streams.worker.faust.internals import QuietWorker
+from loopguard_fleet.streams.worker.fleet import fleet_topic, install_fleet
 from loopguard_fleet.streams.worker.memory import HeapTrimmer, fix_mmap_threshold, glibc_malloc_trim
 from loopguard_fleet.streams.worker.policy_follower import PolicyFollower, initial_policy
 
@@ -47,7 +48,8 @@ async def ensure_topics(settings: Settings, wait_s: float = 15.0) -> None:
     changelog = changelog_topic(settings)
     await create_topics(
         settings.bootstrap_servers,
-        [*settings.input_topics, settings.topic_control, settings.topic_dead_letter, changelog],
+        [*settings.input_topics, settings.topic_control, settings.topic_dead_letter, changelog]
+        + ([fleet_topic(settings)] if _policy(settings).fleet.enabled else []),
         settings.partitions,
         replication_factor=settings.replication_factor,
         configs={changelog: {"cleanup.policy": "compact"}},
@@ -101,6 +103,10 @@ def assemble(
     install_agent(wiring, processor, settings)
     if followed is not None:
         _install_policy_follower(wiring, settings, processor, metrics, followed[1])
+    if processor.fleet is not None:  # fleet signals on (docs/fleet.md)
+        processor.fleet_link = install_fleet(
+            wiring, settings, policy.fleet, processor.fleet, processor.note_read, metrics
+        )
     if settings.malloc_trim:  # last hook: after the checkpoint and its producer drain
         wiring.app.before_commit.append(HeapTrimmer(glibc_malloc_trim()).after_checkpoint)
     return wiring, processor

@@ -39,6 +39,9 @@ EXPORTED_METRICS: dict[str, str] = {
     "loopguard_runs_packed": "gauge",
     "loopguard_processing_seconds": "histogram",
     "loopguard_policy_info": "gauge",
+    "loopguard_fleet_signatures_firing": "gauge",
+    "loopguard_fleet_signals": "counter",
+    "loopguard_fleet_dropped": "counter",
 }
 
 # Family name -> label name -> allowed values (None: open set, e.g. dead-letter reasons).
@@ -55,6 +58,7 @@ EXPORTED_LABELS: dict[str, dict[str, frozenset[str] | None]] = {
                 "unknown_tool_repeat",
                 "global_circuit_breaker",
                 "compaction_loop_persisted",
+                "fleet_signal",
             }
         ),
         "level": frozenset({"warning", "critical"}),
@@ -68,6 +72,9 @@ EXPORTED_LABELS: dict[str, dict[str, frozenset[str] | None]] = {
     "loopguard_runs_packed": {},
     "loopguard_processing_seconds": {"le": None},
     "loopguard_policy_info": {"version": None},
+    "loopguard_fleet_signatures_firing": {},
+    "loopguard_fleet_signals": {"state": frozenset({"firing", "resolved"})},
+    "loopguard_fleet_dropped": {"reason": frozenset({"late", "full"})},
 }
 
 # Labels Prometheus attaches to every scraped series (target labels), never exported.

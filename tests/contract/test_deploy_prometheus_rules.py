@@ -30,6 +30,7 @@ EXPECTED_ALERTS = {
     "NoEvents",
     "ProcessingLatencyHigh",
     "RunsActiveGrowing",
+    "FleetSignalFiring",
 }
 SEVERITIES = {"warning", "critical"}
 RUNBOOK_URL_PATH = "/deploy/runbooks/"

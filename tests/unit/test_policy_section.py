@@ -35,7 +35,7 @@ def issues(document: dict[str, object]) -> list[tuple[str, str]]:
 @pytest.mark.parametrize(
     ("section", "path", "message"),
     [
-        ([], "loopguard", "must be an object (keys: mode, tools, agents), got []"),
+        ([], "loopguard", "must be an object (keys: mode, tools, agents, fleet), got []"),
         ({"tool": {}}, "loopguard", "unknown key 'tool' (did you mean 'tools'?)"),
         ({"tools": []}, "loopguard.tools", "must be an object keyed by tool name, got []"),
         ({"tools": {"read": 3}}, "loopguard.tools.read", "must be an object (keys: " + TOOL_KEYS),

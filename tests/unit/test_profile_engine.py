@@ -37,8 +37,8 @@ def test_the_default_profile_writes_loop_events_without_profile_fields() -> None
     payload = _loop_events(_failing_reads(11), OLD)[0]
     assert list(payload) == [
         "type", "run_id", "trigger_event_id", "seq", "tool", "level", "action", "detector",
-        "count", "message", "warning_key", "paired_tool", "published", "agent_id", "enforced",
-        "policy_version", "id",
+        "count", "message", "warning_key", "paired_tool", "published", "agent_id", "signature",
+        "enforced", "policy_version", "id",
     ]  # fmt: skip
 
 

@@ -1,0 +1,32 @@
+"""The resolved fleet settings (`loopguard.fleet` of the policy, docs/fleet.md, "Tuning")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+__all__ = ["EARLY_ACTIONS", "EarlyAction", "FleetSettings"]
+
+EarlyAction = Literal["warn", "block"]
+EARLY_ACTIONS: Final[tuple[EarlyAction, ...]] = ("warn", "block")
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSettings:
+    """Fleet signals and fleet-informed early warning; off unless the policy turns them on."""
+
+    enabled: bool = False
+    window_seconds: int = 300  # the tumbling event-time window a signature is counted in
+    min_runs: int = 5  # distinct runs in one window that make a signature fire
+    early_action: EarlyAction = "warn"  # what a matching repeat gets while its signature fires
+    early_at_count: int = 3  # the no-progress repeat count at which it gets it
+
+    def to_doc(self) -> dict[str, object]:
+        """The settings in the policy file's key names (`policy check`, the policy version)."""
+        return {
+            "enabled": self.enabled,
+            "windowSeconds": self.window_seconds,
+            "minRuns": self.min_runs,
+            "earlyAction": self.early_action,
+            "earlyAtCount": self.early_at_count,
+        }

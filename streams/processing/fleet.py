@@ -1,0 +1,229 @@
+"""The fleet stage of the processing core (docs/fleet.md, "Replay and determinism").
+
+The driver calls a `FleetStage` for every event when fleet signals are on: `advance` (event
+time moved: signal changes to publish and apply), `view` (what the engine reads), `contribute`
+(a tool_call's contribution) and `apply_record` (a `fleet_signal` input record); the live
+worker's stage is `PartitionFleet` (streams/processing/fleet_partition.py).
+
+`OrderedFleet` is the fleet stage of a processing core that sees every run in one order (an
+offline replay): each tool_call's contribution goes into the fleet windows, the watermark
+follows the largest event time seen less the allowed lateness, and each signal change is
+applied to the firing set before the event that moved the watermark is decided, so every call
+after it in that order is decided with it. Its outputs are a function of the input order
+only: the same input gives the same `fleet_signal` messages and early decisions, byte for
+byte. `FleetTask` runs one per fleet partition (the live fleet task, and the audit of its
+recorded topic); the fleet topic's records are `observation_record` / `tick_record`, read by
+`parse_fleet_record`.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Protocol
+
+from loopguard_fleet.detectors import JSON, Decision
+from loopguard_fleet.detectors.fleet import (
+    FleetEvidence,
+    FleetSettings,
+    FleetView,
+    FleetWindows,
+    Observation,
+    SignalChange,
+)
+
+__all__ = [
+    "LATENESS_MS",
+    "FleetStage",
+    "FleetTask",
+    "OrderedFleet",
+    "observation_record",
+    "parse_fleet_record",
+    "signal_decision",
+    "tick_record",
+]
+
+#: How far behind the latest contribution the watermark stays: contributions up to this late
+#: (event time) are still counted in their window (docs/fleet.md).
+LATENESS_MS: Final = 1_000
+
+
+def signal_decision(change: SignalChange) -> Decision:
+    """The `fleet_signal` control message of one signal change (docs/wire-format.md)."""
+    payload: dict[str, JSON] = {
+        "type": "fleet_signal",
+        "state": change.state,
+        "signal_id": change.signal_id,
+        "signature": change.signature,
+        "tool": change.tool,
+        "at_ms": change.at_ms,
+        "window": {"start_ms": change.window_start_ms, "end_ms": change.window_end_ms},
+        "runs": change.runs,
+        "agents": change.agents,
+        "calls": change.calls,
+        "first_seen_ms": change.first_seen_ms,
+        "last_seen_ms": change.last_seen_ms,
+        "sample_run_ids": list(change.sample_run_ids),
+        "is_failure": change.is_failure,
+    }
+    did = f"{change.signal_id}:{change.state}"
+    payload["id"] = did
+    return Decision("fleet_signal", did, "", payload)
+
+
+class FleetStage(Protocol):
+    """What the driver calls of a fleet stage (per input partition)."""
+
+    def advance(self, partition: int, ts_ms: int) -> list[Decision]:
+        """Event time moved to `ts_ms` on a partition: the signal changes to publish."""
+        ...
+
+    def view(self, partition: int, ts_ms: int) -> FleetView:
+        """What the engine reads of the fleet for an event of a partition."""
+        ...
+
+    def contribute(self, obs: Observation) -> None:
+        """One tool_call's contribution."""
+        ...
+
+    def apply_record(self, partition: int, obj: dict[str, object]) -> bool:
+        """A `fleet_signal` input record read on a partition; False when it is malformed."""
+        ...
+
+    def needs(self, partition: int) -> bool:
+        """True when a partition's firing set must be loaded from the store first."""
+        ...
+
+    def load(self, partition: int, stored: bytes | None) -> None:
+        """A partition's firing set as `dump` stored it (None: none stored)."""
+        ...
+
+    def dump(self, partition: int) -> bytes:
+        """A partition's firing set, to store after each change."""
+        ...
+
+
+class OrderedFleet:
+    """The fleet stage over one ordered stream: windows, watermark, the firing set."""
+
+    def __init__(self, settings: FleetSettings, lateness_ms: int = LATENESS_MS) -> None:
+        self.settings = settings
+        self.windows = FleetWindows(settings.window_seconds, settings.min_runs)
+        self.lateness_ms = lateness_ms
+        self.firing: dict[str, FleetEvidence] = {}
+        self._latest_ms: int | None = None
+
+    def view(self, partition: int, ts_ms: int) -> FleetView:
+        """What the engine reads of the fleet for an event at this event time."""
+        return FleetView(self.settings, self.firing, ts_ms)
+
+    def apply_record(self, partition: int, obj: dict[str, object]) -> bool:
+        """Replay computes its signals: a recorded `fleet_signal` input record is ignored."""
+        return True
+
+    def needs(self, partition: int) -> bool:
+        """Nothing is stored: the firing set lives as long as the replay."""
+        return False
+
+    def load(self, partition: int, stored: bytes | None) -> None:
+        """Nothing to load."""
+
+    def dump(self, partition: int) -> bytes:
+        """Nothing to store."""
+        return b""
+
+    def advance(self, partition: int, ts_ms: int) -> list[Decision]:
+        """Move event time to an event's (if later): the `fleet_signal` messages of the changes
+        the watermark passed, applied to the firing set before that event is decided."""
+        if self._latest_ms is not None and ts_ms <= self._latest_ms:
+            return []
+        self._latest_ms = ts_ms
+        changes = self.windows.advance(ts_ms - self.lateness_ms)
+        for change in changes:
+            if change.state == "firing":
+                self.firing[change.signature] = FleetEvidence(
+                    change.signal_id,
+                    change.runs,
+                    change.agents,
+                    self.settings.window_seconds,
+                    change.is_failure,
+                )
+            else:
+                self.firing.pop(change.signature, None)
+        return [signal_decision(c) for c in changes]
+
+    def contribute(self, obs: Observation) -> None:
+        """Count one contribution (late or past the cap: dropped and counted by the windows)."""
+        self.windows.observe(obs)
+
+
+def observation_record(obs: Observation) -> dict[str, JSON]:
+    """A contribution as the fleet topic carries it (keyed by its signature)."""
+    return {
+        "type": "fleet_observation",
+        "signature": obs.signature,
+        "tool": obs.tool,
+        "run_id": obs.run_id,
+        "agent_id": obs.agent_id,
+        "ts": obs.ts_ms,
+        "streak": obs.streak,
+        "is_failure": obs.is_failure,
+    }
+
+
+def tick_record(ts_ms: int) -> dict[str, JSON]:
+    """Event time moving on a worker, for every fleet partition's watermark."""
+    return {"type": "fleet_tick", "ts": ts_ms}
+
+
+def parse_fleet_record(obj: object) -> Observation | int | None:
+    """A fleet topic record: its contribution, a tick's event time, or None if malformed."""
+    if not isinstance(obj, dict):
+        return None
+    ts = obj.get("ts")
+    if type(ts) is not int:
+        return None
+    if obj.get("type") == "fleet_tick":
+        return ts
+    sig, tool, run, agent = (obj.get(k) for k in ("signature", "tool", "run_id", "agent_id"))
+    streak, failure = obj.get("streak"), obj.get("is_failure")
+    if obj.get("type") != "fleet_observation" or not isinstance(sig, str):
+        return None
+    if not isinstance(tool, str) or not isinstance(run, str) or type(streak) is not int:
+        return None
+    if (agent is not None and not isinstance(agent, str)) or type(failure) is not bool:
+        return None
+    return Observation(sig, tool, run, agent, ts, streak, failure)
+
+
+class FleetTask:
+    """The fleet task's core: one `OrderedFleet` per fleet partition, fed that partition's
+    records (contributions and ticks) in offset order; a worker's fleet agent runs it, and an
+    audit of the recorded fleet topic runs it again to the same signals."""
+
+    def __init__(self, settings: FleetSettings) -> None:
+        self.settings = settings
+        self.partitions: dict[int, OrderedFleet] = {}
+
+    def feed(self, partition: int, obj: object) -> list[Decision] | None:
+        """One fleet record: the signal changes it brought, or None when it is malformed."""
+        parsed = parse_fleet_record(obj)
+        if parsed is None:
+            return None
+        stage = self.partitions.get(partition)
+        if stage is None:
+            stage = self.partitions[partition] = OrderedFleet(self.settings)
+        ts = parsed if isinstance(parsed, int) else parsed.ts_ms
+        out = stage.advance(partition, ts)
+        if not isinstance(parsed, int):
+            stage.contribute(parsed)
+        return out
+
+    @property
+    def firing(self) -> int:
+        """Signatures firing across the task's partitions."""
+        return sum(len(stage.windows.firing) for stage in self.partitions.values())
+
+    @property
+    def dropped(self) -> tuple[int, int]:
+        """Contributions dropped so far: (late, past the signature cap)."""
+        windows = [stage.windows for stage in self.partitions.values()]
+        return sum(w.dropped_late for w in windows), sum(w.dropped_full for w in windows)

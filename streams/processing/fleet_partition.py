@@ -1,0 +1,110 @@
+"""The fleet stage of a live worker's processing core (docs/fleet.md, "Replay and
+determinism"): each input partition's firing set, changed by the `fleet_signal` records read
+on that partition, stored in the run table under `FIRING_KEY`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import orjson
+
+from loopguard_fleet.detectors import Decision
+from loopguard_fleet.detectors.fleet import FleetEvidence, FleetSettings, FleetView, Observation
+
+__all__ = ["FIRING_KEY", "PartitionFleet"]
+
+#: The table key of an input partition's firing set: bytes no run id's UTF-8 key can hold.
+FIRING_KEY: Final = b"\xff\xfeloopguard-fleet-firing"
+
+
+def _evidence(obj: dict[str, object], window_seconds: int) -> FleetEvidence | None:
+    """The evidence of a `fleet_signal` firing record, None when a field is malformed."""
+    sid, runs, agents, failure = (obj.get(k) for k in ("signal_id", "runs", "agents", "is_failure"))
+    if not isinstance(sid, str) or type(runs) is not int or type(agents) is not int:
+        return None
+    if type(failure) is not bool:
+        return None
+    return FleetEvidence(sid, runs, agents, window_seconds, failure)
+
+
+class PartitionFleet:
+    """The fleet stage of a live worker: each input partition's firing set holds the signals
+    read on that partition (the fleet task writes each change to every partition), and the
+    contributions wait for the agent to send them to the fleet topic (`take`)."""
+
+    def __init__(self, settings: FleetSettings) -> None:
+        self.settings = settings
+        self.firing: dict[int, dict[str, FleetEvidence]] = {}
+        self.contributions: list[Observation] = []
+        self.latest_ms: int | None = None  # the largest event time seen (the fleet's ticks)
+
+    def advance(self, partition: int, ts_ms: int) -> list[Decision]:
+        """Signals come as input records, not from event time: nothing to publish here."""
+        if self.latest_ms is None or ts_ms > self.latest_ms:
+            self.latest_ms = ts_ms
+        return []
+
+    def view(self, partition: int, ts_ms: int) -> FleetView:
+        """The partition's firing set as read so far, in offset order."""
+        return FleetView(self.settings, self.firing.get(partition, {}), ts_ms)
+
+    def contribute(self, obs: Observation) -> None:
+        """Hold a contribution until the agent sends the batch's (`take`)."""
+        self.contributions.append(obs)
+
+    def take(self) -> list[Observation]:
+        """The contributions held since the last call."""
+        out, self.contributions = self.contributions, []
+        return out
+
+    def apply_record(self, partition: int, obj: dict[str, object]) -> bool:
+        """Apply a `fleet_signal` record to its partition's firing set."""
+        signature, state = obj.get("signature"), obj.get("state")
+        if not isinstance(signature, str) or state not in ("firing", "resolved"):
+            return False
+        firing = self.firing.setdefault(partition, {})
+        if state == "resolved":
+            firing.pop(signature, None)
+            return True
+        evidence = _evidence(obj, self.settings.window_seconds)
+        if evidence is None:
+            return False
+        firing[signature] = evidence
+        return True
+
+    def forget(self, partitions: set[int]) -> None:
+        """Drop the firing sets of partitions whose ownership changed (the table's copy is
+        loaded again on the partition's next record)."""
+        for p in partitions:
+            self.firing.pop(p, None)
+
+    def needs(self, partition: int) -> bool:
+        """True until the partition's firing set is loaded (or first changed)."""
+        return partition not in self.firing
+
+    def load(self, partition: int, stored: bytes | None) -> None:
+        """The firing set `dump` stored; a missing or unreadable one is empty."""
+        firing: dict[str, FleetEvidence] = {}
+        try:
+            doc = orjson.loads(stored) if stored else {}
+        except orjson.JSONDecodeError:
+            doc = {}
+        entries = doc.get("firing") if isinstance(doc, dict) else None
+        for signature, fields in (entries if isinstance(entries, dict) else {}).items():
+            if isinstance(fields, list) and len(fields) == 4:
+                sid, runs, agents, failure = fields
+                record = {"signal_id": sid, "runs": runs, "agents": agents, "is_failure": failure}
+                evidence = _evidence(record, self.settings.window_seconds)
+                if evidence is not None:
+                    firing[signature] = evidence
+        self.firing[partition] = firing
+
+    def dump(self, partition: int) -> bytes:
+        """The partition's firing set: `{"v": 1, "firing": {signature: [id, runs, agents,
+        is_failure]}}`."""
+        firing = self.firing.get(partition, {})
+        entries = {
+            sig: [e.signal_id, e.runs, e.agents, e.is_failure] for sig, e in sorted(firing.items())
+        }
+        return orjson.dumps({"v": 1, "firing": entries})

@@ -1,0 +1,232 @@
+"""Fleet signals in a live worker on the real broker (docs/fleet.md): an outage across runs
+fires a signal, a runtime client repeating the failing call is blocked at its 4th call
+naming the fleet evidence, and the signal resolves once the outage's windows are over; the
+recorded topics, replayed through the same core, give the live control output byte for byte.
+
+Event time is the client's own clock (the events' `ts`), moved by the test: no waiting for
+windows to pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import orjson
+import pytest
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.streams.audit.recorded import recompute_fleet_signals, replay_recorded_inputs
+from loopguard_fleet.streams.client.runtime import RuntimeClient
+from tests.wire import InputRecord
+from tests.worker_process import WorkerLauncher, WorkerProcess
+
+from .conftest import KafkaIO, Message, SessionBroker, TopicSet, worker_settings
+
+WINDOW_S = 5
+POLICY = {
+    "tools": {"loopDetection": {"enabled": True}},
+    "loopguard": {
+        "fleet": {"enabled": True, "windowSeconds": WINDOW_S, "minRuns": 3, "earlyAction": "block"}
+    },
+}
+READ = {"path": "/etc/app.yaml"}
+ENOENT = "ENOENT: no such file or directory, open '/etc/app.yaml'"
+
+
+@pytest.fixture
+def start_worker(
+    broker: SessionBroker, topics: TopicSet, tmp_path: Path
+) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start this test's worker with fleet signals on; stopped by PID afterwards."""
+    policy = tmp_path / "openclaw.json"
+    policy.write_bytes(orjson.dumps(POLICY))
+    launcher = WorkerLauncher(
+        {
+            "broker": broker.url,
+            "partitions": topics.partitions,
+            "topic_tool_calls": topics.tool_calls,
+            "topic_compactions": topics.compactions,
+            "topic_control": topics.control,
+            "topic_dead_letter": topics.dead_letter,
+            "app_id": topics.group_id,
+            "data_dir": tmp_path / "data",
+            "policy_file": policy,
+            **worker_settings(broker),
+        },
+        tmp_path,
+    )
+    yield launcher.start
+    launcher.stop_all()
+
+
+class Clock:
+    """The runtime's clock (epoch ms): the events' event time, moved by the test."""
+
+    def __init__(self) -> None:
+        self.ms = int(time.time() * 1000)
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def signals(messages: Sequence[Message], state: str) -> list[dict[str, object]]:
+    return [
+        m.json
+        for m in messages
+        if m.json and m.json.get("type") == "fleet_signal" and m.json["state"] == state
+    ]
+
+
+async def outage(client: RuntimeClient, clock: Clock) -> None:
+    """Four runs on four agents retry the same failing read; then a healthy run's events,
+    1.5 s of event time later, carry the watermark past the signal's firing."""
+    for i in range(4):
+        run = client.run(f"broken-{i}", agent_id=f"agent-{i}")
+        for _ in range(2):
+            cid = await run.tool_call("read", READ)
+            await run.tool_result(cid, "read", READ, error=ENOENT)
+            clock.ms += 100
+    clock.ms += 1500
+    healthy = client.run("healthy", agent_id="agent-0")
+    cid = await healthy.tool_call("read", {"path": "README.md"})
+    await healthy.tool_result(cid, "read", {"path": "README.md"}, result="# Project")
+    await client.flush()
+
+
+async def signal_everywhere(kafka: KafkaIO, topics: TopicSet) -> list[Message]:
+    """The input records once the firing signal is on every tool-calls partition."""
+    inputs = await kafka.consume_until(
+        topics.tool_calls, lambda ms: len(signals(ms, "firing")) >= topics.partitions, 60
+    )
+    assert {m.partition for m in inputs if m.json and m.json.get("type") == "fleet_signal"} == set(
+        range(topics.partitions)
+    )
+    return inputs
+
+
+async def late_run(client: RuntimeClient, clock: Clock) -> tuple[list[str], str | None]:
+    """A run that starts after the signal and repeats the failing read 4 times, waiting for
+    each verdict: the decisions and the last one's message."""
+    late = client.run("late", agent_id="agent-9")
+    decisions, message = [], None
+    for _ in range(4):
+        clock.ms += 100
+        cid = await late.tool_call("read", READ, want_verdict=True)
+        reply = await late.verdict(cid, timeout=10)
+        decisions.append(reply.decision)
+        message = reply.message
+        await late.tool_result(cid, "read", READ, error=ENOENT)
+    return decisions, message
+
+
+async def test_an_outage_fires_blocks_a_runtime_early_and_resolves(
+    start_worker: Callable[..., WorkerProcess], topics: TopicSet, kafka: KafkaIO
+) -> None:
+    worker = start_worker()
+    clock = Clock()
+    async with RuntimeClient(kafka.bootstrap, topics=topics, clock=clock) as client:
+        await outage(client, clock)
+        control = await kafka.consume_until(
+            topics.control, lambda ms: bool(signals(ms, "firing")), 60
+        )
+        [firing] = signals(control, "firing")
+        assert (firing["tool"], firing["runs"], firing["is_failure"]) == ("read", 3, True)
+        # The signal reached every input partition, where workers apply it in offset order.
+        await signal_everywhere(kafka, topics)
+
+        decisions, message = await late_run(client, clock)
+        assert decisions == ["allow", "allow", "allow", "block"]
+        assert "read failing the same way in 3 runs across 3 agents" in (message or "")
+
+        clock.ms += 3 * WINDOW_S * 1000  # the outage's windows are over
+        healthy = client.run("healthy", agent_id="agent-0", start_seq=2)
+        await healthy.tool_call("read", {"path": "README.md"})
+        await client.flush()
+        control = await kafka.consume_until(
+            topics.control, lambda ms: bool(signals(ms, "resolved")), 30
+        )
+    [resolved] = signals(control, "resolved")
+    assert resolved["signal_id"] == firing["signal_id"]
+    blocks = [m.json for m in control if m.json and m.json.get("command") == "block_call"]
+    assert [b["run_id"] for b in blocks] == ["late"] and blocks[0]["detector"] == "fleet_signal"
+
+    resolved_line = 'loopguard_fleet_signals_total{state="resolved"} 1.0'
+    body = await worker.wait_until("/metrics", lambda b: resolved_line in b, 20)
+    assert 'loopguard_fleet_signals_total{state="firing"} 1.0' in body
+    assert "loopguard_fleet_signatures_firing 0.0" in body
+    assert 'loopguard_detections_total{detector="fleet_signal",level="critical"} 1.0' in body
+
+    # Audit: the recorded topics through the same core give the live control output, byte
+    # for byte (each run's messages, and each signature's signals, in their order).
+    sent = 4 * 2 * 2 + 3 + 4 * 2  # the broken runs', the healthy run's and late's events
+    expected = sent + 2 * topics.partitions  # and each signal change on every partition
+    inputs = await kafka.consume_count(topics.tool_calls, expected)
+    assert len(inputs) == expected
+    fleet = await kafka.consume_until(f"{topics.group_id}-fleet", deadline=1)
+    policy = load_policy(POLICY)
+    replayed = replay_recorded_inputs(policy, [record(m) for m in inputs])
+    live_runs = [m.value or b"" for m in control if m.json.get("type") != "fleet_signal"]
+    assert by_key(replayed, "run_id") == by_key(live_runs, "run_id")
+    recomputed = recompute_fleet_signals(policy.fleet, [record(m) for m in fleet])
+    live_signals = [m.value or b"" for m in control if m.json.get("type") == "fleet_signal"]
+    assert by_key(recomputed, "signature") == by_key(live_signals, "signature")
+    assert len(live_signals) == 2
+
+
+def record(m: Message) -> InputRecord:
+    """A consumed record as the processing core reads one."""
+    return InputRecord(m.topic, m.partition, m.offset, None, m.key, m.value)
+
+
+def by_key(values: list[bytes], field: str) -> dict[object, list[bytes]]:
+    """Control messages grouped by run (or signature), each group in its order."""
+    out: dict[object, list[bytes]] = {}
+    for v in values:
+        out.setdefault(orjson.loads(v)[field], []).append(v)
+    return out
+
+
+async def committed(kafka: KafkaIO, topics: TopicSet) -> dict[tuple[str, int], int]:
+    """The worker group's committed offsets on the tool-calls topic."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap, request_timeout_ms=5000)
+    tps = [TopicPartition(topics.tool_calls, p) for p in range(topics.partitions)]
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(topics.group_id, partitions=tps)
+    finally:
+        await admin.close()
+    return {(tp.topic, tp.partition): om.offset for tp, om in offsets.items()}
+
+
+async def test_a_worker_killed_after_applying_a_signal_still_blocks_early_when_restarted(
+    start_worker: Callable[..., WorkerProcess], topics: TopicSet, kafka: KafkaIO
+) -> None:
+    worker = start_worker()
+    clock = Clock()
+    async with RuntimeClient(kafka.bootstrap, topics=topics, clock=clock) as client:
+        await outage(client, clock)
+        inputs = await signal_everywhere(kafka, topics)
+        # Until the worker committed past every signal record: a restarted worker does not
+        # read them again, it loads each partition's firing set from its table.
+        past = {
+            (m.topic, m.partition): m.offset + 1
+            for m in inputs
+            if m.json and m.json.get("type") == "fleet_signal"
+        }
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while any(
+            committed_at < past[tp] for tp, committed_at in (await committed(kafka, topics)).items()
+        ):
+            assert loop.time() < deadline, "the worker did not commit past the signal records"
+            await asyncio.sleep(0.2)
+        worker.kill()
+        start_worker()
+        decisions, message = await late_run(client, clock)
+    assert decisions == ["allow", "allow", "allow", "block"]
+    assert "read failing the same way" in (message or "")

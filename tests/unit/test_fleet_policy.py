@@ -1,0 +1,168 @@
+"""`loopguard.fleet` (docs/fleet.md, "Tuning"): defaults, strict validation, policy check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from loopguard_fleet.config import PolicyError, load_policy
+from loopguard_fleet.config.policy_json_schema import policy_schema
+from loopguard_fleet.detectors.fleet import FleetSettings
+from loopguard_fleet.streams.cli import main
+
+FLEET_KEYS = "enabled, windowSeconds, minRuns, earlyAction, earlyAtCount"
+
+
+def fleet(block: object) -> dict[str, object]:
+    """A policy document with detection on and this `loopguard.fleet` block."""
+    return {"tools": {"loopDetection": {"enabled": True}}, "loopguard": {"fleet": block}}
+
+
+def issues(document: dict[str, object]) -> list[tuple[str, str]]:
+    """Every (path, message) the loader reports for a document."""
+    with pytest.raises(PolicyError) as caught:
+        load_policy(document)
+    return [(issue.path, issue.message) for issue in caught.value.issues]
+
+
+def test_without_the_block_fleet_signals_are_off_with_the_documented_defaults() -> None:
+    for document in ({}, {"loopguard": {}}, fleet({})):
+        assert load_policy(document).fleet == FleetSettings()
+    assert FleetSettings().to_doc() == {
+        "enabled": False,
+        "windowSeconds": 300,
+        "minRuns": 5,
+        "earlyAction": "warn",
+        "earlyAtCount": 3,
+    }
+
+
+def test_every_key_is_read() -> None:
+    block = {
+        "enabled": True,
+        "windowSeconds": 60,
+        "minRuns": 20,
+        "earlyAction": "block",
+        "earlyAtCount": 2.0,
+    }
+    got = load_policy(fleet(block)).fleet
+    assert got == FleetSettings(True, 60, 20, "block", 2)
+
+
+@pytest.mark.parametrize(
+    ("block", "path", "message"),
+    [
+        (None, "loopguard.fleet", f"must be an object (keys: {FLEET_KEYS}), got null"),
+        ([], "loopguard.fleet", f"must be an object (keys: {FLEET_KEYS}), got []"),
+        (
+            {"windowSecs": 60},
+            "loopguard.fleet",
+            f"unknown key 'windowSecs' (did you mean 'windowSeconds'?); valid keys: {FLEET_KEYS}",
+        ),
+        (
+            {"enabled": "yes"},
+            "loopguard.fleet.enabled",
+            'must be a boolean (true/false), got "yes"',
+        ),
+        (
+            {"enabled": "true"},
+            "loopguard.fleet.enabled",
+            'must be a boolean (true/false), got "true" (a string; write true without quotes)',
+        ),
+        (
+            {"windowSeconds": 0},
+            "loopguard.fleet.windowSeconds",
+            "must be a whole number from 1 to 3600, got 0",
+        ),
+        (
+            {"windowSeconds": 3601},
+            "loopguard.fleet.windowSeconds",
+            "must be a whole number from 1 to 3600, got 3601",
+        ),
+        (
+            {"windowSeconds": "60"},
+            "loopguard.fleet.windowSeconds",
+            'must be a whole number from 1 to 3600, got "60" (a string; write 60 without quotes)',
+        ),
+        (
+            {"windowSeconds": "6000"},
+            "loopguard.fleet.windowSeconds",
+            'must be a whole number from 1 to 3600, got "6000"',
+        ),
+        ({"minRuns": 1}, "loopguard.fleet.minRuns", "must be a whole number ≥ 2, got 1"),
+        (
+            {"minRuns": True},
+            "loopguard.fleet.minRuns",
+            "must be a whole number ≥ 2, got true (a boolean is never a number)",
+        ),
+        (
+            {"minRuns": None},
+            "loopguard.fleet.minRuns",
+            "must be a whole number ≥ 2, got null (leave the key out",
+        ),
+        (
+            {"earlyAction": "abort"},
+            "loopguard.fleet.earlyAction",
+            'must be "warn" or "block", got "abort"',
+        ),
+        ({"earlyAction": None}, "loopguard.fleet.earlyAction", 'must be "warn" or "block", got'),
+        (
+            {"earlyAtCount": 2.5},
+            "loopguard.fleet.earlyAtCount",
+            "must be a whole number > 0, got 2.5",
+        ),
+    ],
+)
+def test_a_bad_fleet_block_is_an_error_at_its_path(block: object, path: str, message: str) -> None:
+    found = issues(fleet(block))
+    assert [p for p, _ in found] == [path]
+    assert found[0][1].startswith(message)
+
+
+def test_every_bad_key_of_the_block_is_reported_at_once() -> None:
+    found = issues(fleet({"windowSeconds": 0, "earlyAction": "stop", "minRuns": 1}))
+    assert [p for p, _ in found] == [
+        "loopguard.fleet.earlyAction",
+        "loopguard.fleet.minRuns",
+        "loopguard.fleet.windowSeconds",
+    ]
+
+
+def test_the_fleet_settings_are_part_of_the_policy_version() -> None:
+    plain = load_policy(fleet({}))
+    assert load_policy(fleet({"minRuns": 5, "enabled": False})).version == plain.version
+    assert load_policy(fleet({"enabled": True})).version != plain.version
+    assert load_policy(fleet({"earlyAtCount": 4})).version != plain.version
+
+
+def test_policy_check_prints_the_resolved_fleet_block(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "openclaw.json"
+    path.write_text(json.dumps(fleet({"enabled": True, "earlyAction": "block"})))
+    assert main(["policy", "check", str(path)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["fleet"] == {
+        "enabled": True,
+        "windowSeconds": 300,
+        "minRuns": 5,
+        "earlyAction": "block",
+        "earlyAtCount": 3,
+    }
+    assert printed["version"] == load_policy(path).version
+
+
+def test_policy_check_reports_a_bad_fleet_key_with_its_path(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "openclaw.json"
+    path.write_text(json.dumps(fleet({"earlyAction": "blok"})))
+    assert main(["policy", "check", str(path)]) != 0
+    assert 'loopguard.fleet.earlyAction: must be "warn" or "block", got "blok"' in (
+        capsys.readouterr().err
+    )
+
+
+def test_the_published_schema_describes_the_fleet_block() -> None:
+    schema = json.dumps(policy_schema())
+    for key in FLEET_KEYS.split(", "):
+        assert f'"{key}"' in schema
+    assert '"enum": ["warn", "block"]' in schema

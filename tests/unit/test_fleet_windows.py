@@ -1,0 +1,141 @@
+"""Fleet counts in event-time windows and their signals (docs/fleet.md, "Windows and
+signals"): timestamps are passed explicitly, no broker, no clock."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+from loopguard_fleet.detectors.fleet import MAX_SIGNATURES, FleetWindows, Observation, signal_id
+
+SIG = "a" * 32
+OTHER = "b" * 32
+
+
+def obs(run: str, ts_s: float, sig: str = SIG, agent: str | None = "main") -> Observation:
+    return Observation(sig, "read", run, agent, int(ts_s * 1000), 1, True)
+
+
+def fleet(*observations: Observation, min_runs: int = 5, cap: int = 100) -> FleetWindows:
+    w = FleetWindows(window_seconds=60, min_runs=min_runs, max_signatures=cap)
+    for o in observations:
+        w.observe(o)
+    return w
+
+
+def test_a_signature_fires_at_the_event_time_of_its_min_runs_th_run_once_the_watermark_passes() -> (
+    None
+):
+    w = fleet(*[obs(f"r{i}", 10 + i, agent=f"a{i % 2}") for i in range(6)])
+    assert w.advance(14_000) == []  # the fifth run is at 14.0 s: not passed yet
+    [change] = w.advance(14_001)
+    assert (change.state, change.at_ms, change.signature) == ("firing", 14_000, SIG)
+    # Counted as of its event time: the sixth run came later, calls are a resolution's.
+    assert (change.runs, change.agents, change.calls) == (5, 2, None)
+    assert (change.window_start_ms, change.window_end_ms) == (0, 60_000)
+    assert (change.first_seen_ms, change.last_seen_ms) == (10_000, 14_000)
+    assert change.sample_run_ids == ("r0", "r1", "r2")
+    assert change.signal_id == signal_id(SIG, 14_000)
+    assert w.signal_of(SIG) == change.signal_id
+    assert w.advance(30_000) == []  # a state change only, not once per watermark
+
+
+def test_one_run_repeating_many_times_is_one_run() -> None:
+    w = fleet(*[obs("r1", 1 + i) for i in range(20)], *[obs(f"r{i}", 30) for i in range(2, 5)])
+    assert w.advance(59_000) == []  # four runs
+    w.observe(obs("r9", 59.5))
+    assert [c.state for c in w.advance(59_600)] == ["firing"]
+
+
+def test_the_result_does_not_depend_on_the_arrival_order_within_a_window() -> None:
+    ordered = [obs(f"r{i}", 5 + 3 * i, agent=f"a{i}") for i in range(8)]
+    one = fleet(*ordered).advance(120_000)
+    two = fleet(*reversed(ordered)).advance(120_000)
+    assert one == two and [c.state for c in one] == ["firing", "resolved"]
+
+
+def test_it_stays_firing_while_windows_reach_min_runs_and_resolves_after_one_that_does_not() -> (
+    None
+):
+    first = [obs(f"r{i}", 50 + i) for i in range(5)]
+    second = [obs(f"s{i}", 70 + i) for i in range(5)]
+    third = [obs("t1", 130)]
+    w = fleet(*first, *second, *third)
+    fired = w.advance(60_000)
+    assert [c.state for c in fired] == ["firing"]
+    assert w.advance(120_000) == []  # the second window reached 5 runs too
+    [resolved] = w.advance(180_000)
+    assert (resolved.state, resolved.at_ms, resolved.runs, resolved.calls) == (
+        "resolved",
+        180_000,
+        1,
+        1,
+    )
+    assert resolved.signal_id == fired[0].signal_id
+    assert (resolved.window_start_ms, resolved.window_end_ms) == (120_000, 180_000)
+    assert w.signal_of(SIG) is None
+
+
+def test_a_window_without_any_observation_resolves_it() -> None:
+    w = fleet(*[obs(f"r{i}", 10 + i) for i in range(5)])
+    assert [c.state for c in w.advance(20_000)] == ["firing"]
+    assert w.advance(119_999) == []
+    [resolved] = w.advance(120_000)
+    assert (resolved.state, resolved.at_ms, resolved.runs, resolved.tool) == (
+        "resolved",
+        120_000,
+        0,
+        "read",
+    )
+
+
+def test_after_resolving_it_fires_again_with_a_new_signal_id() -> None:
+    again = [obs(f"x{i}", 200 + i) for i in range(5)]
+    w = fleet(*[obs(f"r{i}", 10 + i) for i in range(5)], *again)
+    changes = w.advance(300_000)
+    assert [(c.state, c.at_ms) for c in changes] == [
+        ("firing", 14_000),
+        ("resolved", 120_000),
+        ("firing", 204_000),
+        ("resolved", 300_000),
+    ]
+    assert changes[0].signal_id != changes[2].signal_id
+
+
+def test_below_min_runs_nothing_fires() -> None:
+    w = fleet(
+        *[obs(f"r{i}", 10 + i) for i in range(4)], *[obs(f"s{i}", 10, OTHER) for i in range(3)]
+    )
+    assert w.advance(600_000) == []
+    assert w.windows == {}  # closed windows leave memory
+
+
+def test_a_late_observation_is_dropped_and_counted() -> None:
+    w = fleet(obs("r1", 10))
+    w.advance(61_000)
+    assert w.observe(obs("r2", 59)) is False
+    assert w.dropped_late == 1
+    assert w.observe(obs("r3", 61)) is True
+
+
+def test_distinct_signatures_per_window_are_capped_but_a_firing_one_is_still_counted() -> None:
+    w = fleet(*[obs(f"r{i}", 10 + i) for i in range(5)], cap=3)
+    assert [c.state for c in w.advance(30_000)] == ["firing"]
+    for n in range(4):
+        w.observe(obs("z", 61, sig=f"{n:032x}"))  # fills the next window
+    assert w.dropped_full == 1
+    assert all(w.observe(obs(f"s{i}", 62 + i)) for i in range(5))  # the firing one
+    assert w.advance(120_000) == []  # still firing: its count was kept
+    assert w.dropped_full == 1
+
+
+def test_an_attacker_making_every_call_a_new_signature_stays_under_64_mb() -> None:
+    w = FleetWindows(window_seconds=300, min_runs=5)
+    tracemalloc.start()
+    try:
+        for i in range(MAX_SIGNATURES + 10):  # one run, one agent, one call per signature
+            w.observe(obs(f"run-{i}", 1 + i / 1000, sig=f"{i:032x}", agent=f"agent-{i % 50}"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (len(w.windows[0]), w.dropped_full) == (MAX_SIGNATURES, 10)
+    assert peak < 64 * 2**20  # the keys (signatures, run ids) included

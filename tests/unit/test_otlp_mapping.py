@@ -14,6 +14,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from loopguard_fleet.detectors.events import parse_event
 from loopguard_fleet.detectors.jsjson import dumps
+from loopguard_fleet.streams.otlp.core import SpanBridge
 from loopguard_fleet.streams.otlp.decode import decode_request
 from loopguard_fleet.streams.otlp.mapping import (
     SpanMapping,
@@ -203,3 +204,37 @@ def test_a_span_older_than_the_last_released_is_late_and_seqs_increase() -> None
     assert [s for s, _ in released] == [a, c]
     assert order.add(b) is Added.LATE
     assert released[0][1] == seq_of(a.start_ns) < released[1][1]
+
+
+def _bridge() -> SpanBridge:
+    return SpanBridge(SpanMapping(), SpanOrder(10**12, idle_ns=10**13), 1 << 20)
+
+
+def test_the_bridge_core_gives_the_same_events_from_protobuf_and_otlp_json() -> None:
+    batches = [request(tool_span(2), tool_span(1)), request(tool_span(3), tool_span(1))]
+    proto, as_json = _bridge(), _bridge()
+    out_p, out_j = [], []
+    for req in batches:
+        doc = json_format.MessageToDict(req)
+        spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        for s, orig in zip(spans, req.resource_spans[0].scope_spans[0].spans, strict=True):
+            s["traceId"], s["spanId"] = orig.trace_id.hex(), orig.span_id.hex()
+        step_p, step_j = proto.feed(req.SerializeToString()), as_json.feed(dumps(doc))
+        out_p += step_p.events
+        out_j += step_j.events
+    assert step_p.duplicates == 1  # span 1 repeated by a retry
+    out_p += proto.finish().events
+    out_j += as_json.finish().events
+    assert out_p == out_j and len(out_p) == 6
+    assert [k for k, _ in out_p] == [b"run-1"] * 6
+
+
+def test_the_bridge_core_refuses_bad_payloads_and_spans_without_raising() -> None:
+    bridge = _bridge()
+    assert bridge.feed(b"\xff\xff").refused[0].reason == "otlp_not_protobuf"
+    nameless = tool_span(2)
+    del nameless.attributes[1]
+    step = bridge.feed(
+        request(nameless, Span(trace_id=TRACE, span_id=b"\x01" * 8)).SerializeToString()
+    )
+    assert [r.reason for r in step.refused] == ["otlp_tool_name_missing"] and step.skipped == 1

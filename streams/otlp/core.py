@@ -1,0 +1,91 @@
+"""The bridge's core without I/O: OTLP payloads in, keyed wire events and refusals out.
+
+`SpanBridge.feed` takes one Kafka value (or one line of an OTLP JSON lines file) and returns
+what it released; `finish` releases what is still held (end of a file, or a stopping bridge).
+The same payloads in the same order give the same output bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from loopguard_fleet.detectors.jsjson import dumps
+from loopguard_fleet.streams.otlp.decode import decode_request
+from loopguard_fleet.streams.otlp.mapping import (
+    SpanMapping,
+    SpanRejected,
+    read_tool_spans,
+    wire_events,
+)
+from loopguard_fleet.streams.otlp.order import Added, SpanOrder
+from loopguard_fleet.streams.wire.codec import InputRejected, run_key
+
+__all__ = ["Refusal", "SpanBridge", "Step"]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """One dead letter: a payload or a span that cannot become events."""
+
+    reason: str  # label-safe
+    detail: str
+    run_id: str | None = None
+    whole_message: bool = False  # True: the payload itself (dead-letter it with its prefix)
+
+
+@dataclass(slots=True)
+class Step:
+    """What one payload produced."""
+
+    events: list[tuple[bytes, bytes]] = field(default_factory=list)  # (run key, event JSON)
+    refused: list[Refusal] = field(default_factory=list)
+    skipped: int = 0  # spans of other kinds (model calls, agent spans): not tool calls
+    duplicates: int = 0
+
+
+class SpanBridge:
+    """Decode, map, order and number tool spans; one instance per bridge."""
+
+    def __init__(self, mapping: SpanMapping, order: SpanOrder, max_message_bytes: int) -> None:
+        self.mapping = mapping
+        self.order = order
+        self.max_message_bytes = max_message_bytes
+
+    def feed(self, raw: bytes | None) -> Step:
+        """Take one OTLP payload; never raises for bad input."""
+        step = Step()
+        try:
+            request = decode_request(raw, self.max_message_bytes)
+        except InputRejected as exc:
+            step.refused.append(Refusal(exc.reason, exc.detail, whole_message=True))
+            return step
+        for span in read_tool_spans(request, self.mapping):
+            if span is None:
+                step.skipped += 1
+            elif isinstance(span, SpanRejected):
+                detail = f"trace {span.trace_id} span {span.span_id}: {span.detail}"
+                step.refused.append(Refusal(span.reason, detail, span.run_id))
+            else:
+                added = self.order.add(span)
+                if added is Added.DUPLICATE:
+                    step.duplicates += 1
+                elif added is Added.LATE:
+                    detail = (
+                        f"trace {span.trace_id} span {span.span_id} starts before the run's "
+                        f"last released span, over the {self.order.window_ns} ns window"
+                    )
+                    step.refused.append(Refusal("otlp_late_span", detail, span.run_id))
+        self._release(step, everything=False)
+        return step
+
+    def finish(self) -> Step:
+        """Release every held span."""
+        step = Step()
+        self._release(step, everything=True)
+        return step
+
+    def _release(self, step: Step, *, everything: bool) -> None:
+        for span, seq in self.order.release(everything=everything):
+            key = run_key(span.run_id)
+            for event in wire_events(span, seq, self.mapping):
+                step.events.append((key, dumps(event)))

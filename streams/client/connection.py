@@ -3,16 +3,21 @@
     stopped ─start→ connecting ─→ connected ⇄ disconnected ─close→ stopped
 
 Publishing appends to a bounded buffer and returns; one task sends the buffer in order while
-connected. A failed send, an unacknowledged event, or aiokafka reporting the broker
-unreachable (checked with one metadata request) takes the link down: producer and consumer
-are stopped, so nothing retries in a loop, and one supervisor reconnects with exponential
-backoff. Each state change is one log line; aiokafka's per-retry errors are counted instead
-(streams/client/quiet.py).
+connected. The linger lives in that buffer, not in the producer (whose `linger_ms` is 0): the
+sender lets events gather for `linger_ms` after an idle spell, and an urgent event (a verdict
+request) or a flush ends the wait, so the events queued before it leave with it, in order.
+(aiokafka's own linger cannot be cut short: its `flush()` only waits it out.)
+
+A failed send, an unacknowledged event, or aiokafka reporting the broker unreachable (checked
+with one metadata request) takes the link down: producer and consumer are stopped, so nothing
+retries in a loop, and one supervisor reconnects with exponential backoff. Each state change
+is one log line; aiokafka's per-retry errors are counted instead (streams/client/quiet.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -74,7 +79,7 @@ class _Queued(NamedTuple):
     topic: str
     key: bytes
     value: bytes
-    urgent: bool  # a verdict request: sent at once, not after linger_ms
+    urgent: bool  # a verdict request: ends the sender's linger
 
 
 class Connection:
@@ -123,6 +128,7 @@ class Connection:
         self._lost_since_flush = 0
         self._is_overflowing = False
         self._wake = asyncio.Event()  # the buffer has something
+        self._is_hurried = False  # an urgent event or a flush ends the linger
         self._connected = asyncio.Event()  # the sender may send
         self._progress = asyncio.Event()  # an event left the buffer or was acknowledged
         self._trouble = asyncio.Event()
@@ -204,10 +210,13 @@ class Connection:
                 )
             return
         self._buffer.append(_Queued(topic, key, value, urgent))
+        self._is_hurried = self._is_hurried or urgent
         self._wake.set()
 
     async def flush(self, timeout: float | None) -> None:  # noqa: ASYNC109 -- a bound, as the caller gives it
         """Wait until the buffer is sent and acknowledged; raise ClientError on loss or timeout."""
+        self._is_hurried = True
+        self._wake.set()
         try:
             async with asyncio.timeout(timeout):
                 while self._buffer or self._inflight:
@@ -259,11 +268,13 @@ class Connection:
             self._set_state("connected", "")
 
     async def _send_loop(self) -> None:
-        """Send the buffer in order while connected; urgent events are flushed at once."""
+        """Send the buffer in order while connected, after a linger (module docstring)."""
         while True:
             if not self._buffer:
+                self._is_hurried = False
                 self._wake.clear()
                 await self._wake.wait()
+                await self._linger()
                 continue
             await self._connected.wait()
             producer = self._producer
@@ -287,11 +298,19 @@ class Connection:
             if self._is_overflowing and len(self._buffer) < self._buffer_size // 2:
                 self._is_overflowing = False
                 log.info("runtime client buffer has room again (%d dropped so far)", self.dropped)
-            if item.urgent:
-                try:
-                    await asyncio.wait_for(producer.flush(), self._delivery_timeout)
-                except (KafkaError, TimeoutError) as exc:
-                    self._report(exc, is_certain=True)
+            if item.urgent:  # its own acknowledgement, not the whole producer's
+                await asyncio.wait([fut], timeout=self._delivery_timeout)
+                if not fut.done():
+                    self._report("a verdict request was not acknowledged", is_certain=True)
+
+    async def _linger(self) -> None:
+        """Let events gather for `linger_ms`, unless an urgent one or a flush is waiting."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._linger_ms / 1000
+        while not self._is_hurried and (left := deadline - loop.time()) > 0:
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), left)
 
     async def _read(self, consumer: AIOKafkaConsumer) -> None:
         while True:
@@ -316,7 +335,7 @@ class Connection:
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap,
             acks="all",
-            linger_ms=self._linger_ms,
+            linger_ms=0,  # the sender lingers instead, and an urgent event can end it
             request_timeout_ms=int(self._delivery_timeout * 1000),
             client_id="loopguard-runtime",
             **self._security.aiokafka_kwargs(),

@@ -146,8 +146,10 @@ class RuntimeClient:
     `fetch_max_wait_ms` bounds how long the broker holds a fetch of the control topic: the
     floor of a verdict's latency on brokers that hold it whole (Tansu), and the rate of
     fetches an idle client sends (one per partition leader every `fetch_max_wait_ms`).
-    `buffer_size` bounds the events held while the broker is away; `delivery_timeout` is how
-    long a send may take before the broker counts as lost.
+    `linger_ms` is how long events gather before they are sent together; a verdict request
+    (or a flush) ends it, taking the events queued before it along. `buffer_size` bounds the
+    events held while the broker is away; `delivery_timeout` is how long a send may take
+    before the broker counts as lost.
     """
 
     def __init__(

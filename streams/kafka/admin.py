@@ -102,6 +102,9 @@ async def _started_admin(
             if refused is not None:
                 raise refused from None
         raise
+    except BaseException:  # cancelled (a probe whose owner stops), or failed: close its sockets
+        await admin.close()
+        raise
     return admin
 
 

@@ -19,6 +19,10 @@ names (tests/unit/test_layers.py holds it to that); pyproject bounds aiokafka be
 every `AIOKafkaClient` in the process do the same: its `close()` also waits for the sockets
 aiokafka closed without waiting, and a refused handshake's socket is closed before the error
 leaves. Each wait is bounded; aiokafka < 0.15 (pyproject), whose `create_conn` this mirrors.
+That `close()` also keeps a cancel that aiokafka swallows (it awaits its metadata task under
+`suppress(CancelledError)`): a task cancelled while it closes a client, such as the runtime
+client's supervisor probing the broker, ends instead of going on (and `RuntimeClient.close()`
+waiting for it forever).
 """
 
 from __future__ import annotations
@@ -115,10 +119,16 @@ def _bootstrap(original: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Aw
 
 def _close(original: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
     async def close(self: Any) -> None:
+        task = asyncio.current_task()
+        cancels = task.cancelling() if task is not None else 0
         await original(self)
         for conn in getattr(self, _OWN, ()):
             await _closed(conn)
         setattr(self, _OWN, [])
+        # aiokafka awaits its metadata task under suppress(CancelledError), so a cancel of
+        # the closing task that lands then is swallowed; honoured here, once all is closed.
+        if task is not None and task.cancelling() > cancels:
+            raise asyncio.CancelledError
 
     return close
 

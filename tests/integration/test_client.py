@@ -79,6 +79,46 @@ async def test_privacy_mode_sends_hashes_and_never_the_raw_values(
     assert poll_call["poll_action"] == "poll" and poll_call["tool_call_id"] == poll
 
 
+# A linger far longer than any deadline below: only what ends it early gets events out.
+FOREVER_MS = 120_000
+
+
+async def test_a_verdict_request_ends_the_linger_and_takes_the_events_before_it_along(
+    topics: TopicSet, kafka: KafkaIO
+) -> None:
+    async with RuntimeClient(
+        kafka.bootstrap, topics=topics, clock=None, linger_ms=FOREVER_MS
+    ) as client:
+        run, other = client.run("r-urgent"), client.run("r-unrelated")
+        cid = await run.tool_call("read", {"path": "/a"})
+        await other.tool_call("list", {"path": "/w"})
+        await run.tool_result(cid, "read", {"path": "/a"}, result="text")
+        await run.tool_call("read", {"path": "/b"}, want_verdict=True)
+        msgs = await kafka.consume_count(topics.tool_calls, 4)
+    assert [(m.key, m.json["seq"]) for m in msgs if m.key == b"r-urgent"] == [
+        (b"r-urgent", 1),
+        (b"r-urgent", 2),
+        (b"r-urgent", 3),
+    ]
+    assert [m.key for m in msgs].count(b"r-unrelated") == 1
+
+
+async def test_flush_ends_the_linger(topics: TopicSet, kafka: KafkaIO) -> None:
+    async with RuntimeClient(
+        kafka.bootstrap, topics=topics, clock=None, linger_ms=FOREVER_MS
+    ) as client:
+        run = client.run("r-flushed")
+        await run.tool_call("read", {"path": "/a"})
+        await run.compaction()
+        await client.flush(timeout=15)
+        calls = await kafka.consume_count(topics.tool_calls, 1)
+        lives = await kafka.consume_count(topics.compactions, 1)
+    assert [(m.key, m.json["seq"]) for m in calls + lives] == [
+        (b"r-flushed", 1),
+        (b"r-flushed", 2),
+    ]
+
+
 async def test_a_missing_verdict_fails_open_after_the_timeout(
     topics: TopicSet, kafka: KafkaIO
 ) -> None:

@@ -148,10 +148,10 @@ def close_sockets_before_clients_close() -> None:
 async def cancel_until_done(tasks: Iterable[asyncio.Task[Any]]) -> None:
     """Cancel `tasks`, again and again, until every one has ended.
 
-    One cancel is not always enough for a task that awaits aiokafka: on Python 3.11 a
-    cancellation that lands as an awaited call completes is lost inside `asyncio.wait_for`
-    (aiokafka's connect, metadata and close paths use it), and the task runs on into its next
-    await, where nothing would cancel it again.
+    One cancel is not always enough for a task that awaits aiokafka: aiokafka suppresses
+    CancelledError in places (its client's close(), whose case `_close` handles), and on
+    Python 3.11 `asyncio.wait_for` loses a cancel that lands as its call completes; the task
+    then runs on into its next await, where nothing would cancel it again.
     """
     pending = {t for t in tasks if not t.done()}
     while pending:

@@ -1,10 +1,10 @@
 """Closing the runtime client ends its background tasks, even when a cancellation is lost.
 
-On Python 3.11, `asyncio.wait_for` loses a cancellation that lands as the call it awaits
-completes, and aiokafka's connect and metadata paths use it: the cancelled task runs on into
-its next await. Seen as a docs example that never returned on Apache Kafka (its client's
-supervisor was probing the broker when the example closed the client).
-"""
+aiokafka swallows a cancel in places (its client's close(): tests/integration/
+test_client_close_cancel.py), and on Python 3.11 `asyncio.wait_for` loses one that lands as
+its call completes: the cancelled task runs on into its next await. Seen as a docs example
+that never returned on Apache Kafka (its client's supervisor was probing the broker when the
+example closed the client). Here a probe loses the cancel the generic way."""
 
 from __future__ import annotations
 

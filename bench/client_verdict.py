@@ -54,12 +54,18 @@ def _start_up(log: Path, broker: str) -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit(f"loopguard up not ready after {READY_S:.0f}s; see {log}")
 
 
-async def _measure(address: str, wait_ms: int, calls: int, warmup: int) -> tuple[list[float], int]:
-    """Latencies (ms) of `calls` sequential tool_call + verdict pairs, and the timeouts."""
+async def _measure(
+    address: str, wait_ms: int, calls: int, warmup: int, setting: int
+) -> tuple[list[float], int]:
+    """Latencies (ms) of `calls` sequential tool_call + verdict pairs, and the timeouts.
+
+    Each setting's client has runs of its own (`setting` in their ids): a new client numbers
+    its runs' seq from 1 again, and the worker drops a known run's replayed seqs as
+    redeliveries, so a repeated setting on shared run ids would time out by design."""
     latencies: list[float] = []
     timeouts = 0
     async with RuntimeClient(address, fetch_max_wait_ms=wait_ms) as client:
-        runs = [client.run(f"bench-{wait_ms}-{os.getpid()}-{n}") for n in range(50)]
+        runs = [client.run(f"bench-{setting}-{wait_ms}-{os.getpid()}-{n}") for n in range(50)]
         for i in range(warmup + calls):
             run = runs[i % len(runs)]
             started = time.perf_counter()
@@ -92,8 +98,8 @@ def main() -> None:
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"loopguard-bench-up-{os.getpid()}.log"
     proc, address = _start_up(log, args.broker)
     try:
-        for wait in (int(w) for w in args.fetch_max_wait_ms.split(",")):
-            latencies, timeouts = asyncio.run(_measure(address, wait, calls, warmup))
+        for setting, wait in enumerate(int(w) for w in args.fetch_max_wait_ms.split(",")):
+            latencies, timeouts = asyncio.run(_measure(address, wait, calls, warmup, setting))
             for figure, q in (("verdict_p50_ms", 0.5), ("verdict_p99_ms", 0.99)):
                 print(json.dumps({
                     "workload": "client-verdict", "figure": figure, "unit": "ms",

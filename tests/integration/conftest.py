@@ -35,6 +35,7 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from loopguard_fleet.config.defaults import TOPIC_POLICY
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.streams.embedded import KafkaBroker
 from loopguard_fleet.streams.embedded.kafka_security import (
@@ -284,6 +285,7 @@ async def grant_workers(
     control: str,
     dead_letter: str,
     app_id: str,
+    policy: str = TOPIC_POLICY,
 ) -> None:
     """On kafka-secure, the least-privilege ACLs (docs/security.md) for one deployment's
     topics and group; elsewhere nothing (no authorizer)."""
@@ -296,6 +298,7 @@ async def grant_workers(
         dead_letter=dead_letter,
         app_id=app_id,
         changelog=f"{app_id}-loopguard-runs-changelog",  # streams/worker/app.py
+        policy=policy,
     )
     await create_acls(broker.bootstrap, broker.credentials(ADMIN), acls)
 

@@ -18,7 +18,7 @@ from loopguard_fleet.config.policy_record import POLICY_KEY
 from loopguard_fleet.streams.cli import main
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
-from .conftest import KafkaIO, SessionBroker, TopicSet, worker_settings
+from .conftest import KafkaIO, SessionBroker, TopicSet, grant_workers, worker_settings
 from .test_worker import of_run, produce
 
 TRACE = Path(__file__).resolve().parent.parent / "data" / "traces" / "openclaw-P1-r5.jsonl"
@@ -27,9 +27,19 @@ OBSERVE = {"tools": {"loopDetection": {"enabled": True}}, "loopguard": {"mode": 
 
 
 @pytest.fixture
-def policy_topic(topics: TopicSet) -> str:
-    """This test's own policy topic (the worker creates it)."""
-    return f"{topics.group_id}.policy"
+async def policy_topic(broker: SessionBroker, topics: TopicSet) -> str:
+    """This test's own policy topic (the worker creates it), granted as docs/security.md says."""
+    name = f"{topics.group_id}.policy"
+    await grant_workers(
+        broker,
+        tool_calls=topics.tool_calls,
+        compactions=topics.compactions,
+        control=topics.control,
+        dead_letter=topics.dead_letter,
+        app_id=topics.group_id,
+        policy=name,
+    )
+    return name
 
 
 @pytest.fixture

@@ -99,6 +99,26 @@ def lose_data(broker: SessionBroker) -> None:
         broker.restart()
 
 
+def deployment_settings(
+    broker: SessionBroker, topics: TopicSet, tmp_path: Path, policy_file: Path, **extra: object
+) -> dict[str, object]:
+    """A worker's LOOPGUARD_* settings for one test's topics, group, data dir and policy file
+    (plus `extra`), on the session broker."""
+    return {
+        "broker": broker.url,
+        "partitions": topics.partitions,
+        "topic_tool_calls": topics.tool_calls,
+        "topic_compactions": topics.compactions,
+        "topic_control": topics.control,
+        "topic_dead_letter": topics.dead_letter,
+        "app_id": topics.group_id,
+        "data_dir": tmp_path / "data",
+        "policy_file": policy_file,
+        **extra,
+        **worker_settings(broker),
+    }
+
+
 def worker_settings(broker: SessionBroker) -> dict[str, object]:
     """LOOPGUARD_* settings a worker needs on this broker beyond the defaults a user gets.
 

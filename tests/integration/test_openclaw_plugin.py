@@ -28,7 +28,7 @@ from loopguard_fleet.streams.embedded.kafka_security import RUNTIME
 from loopguard_fleet.streams.embedded.tansu import EmbeddedBroker
 from tests.worker_process import REPO, WorkerLauncher
 
-from .conftest import SessionBroker, TopicSet, is_secure, worker_settings
+from .conftest import SessionBroker, TopicSet, deployment_settings, is_secure
 
 PLUGIN = REPO / "integrations" / "openclaw"
 NODE = PLUGIN / "node_modules" / ".bin" / "node"
@@ -43,21 +43,7 @@ def worker(broker: EmbeddedBroker, topics: TopicSet, tmp_path: Path) -> Iterator
     """A worker on this test's topics with loop detection on; stopped by PID afterwards."""
     policy = tmp_path / "openclaw.json"
     policy.write_bytes(orjson.dumps(POLICY))
-    launcher = WorkerLauncher(
-        {
-            "broker": broker.url,
-            "partitions": topics.partitions,
-            "topic_tool_calls": topics.tool_calls,
-            "topic_compactions": topics.compactions,
-            "topic_control": topics.control,
-            "topic_dead_letter": topics.dead_letter,
-            "app_id": topics.group_id,
-            "data_dir": tmp_path / "data",
-            "policy_file": policy,
-            **worker_settings(broker),
-        },
-        tmp_path,
-    )
+    launcher = WorkerLauncher(deployment_settings(broker, topics, tmp_path, policy), tmp_path)
     launcher.start()
     try:
         yield

@@ -18,7 +18,13 @@ from loopguard_fleet.config.policy_record import POLICY_KEY
 from loopguard_fleet.streams.cli import main
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
-from .conftest import KafkaIO, SessionBroker, TopicSet, grant_workers, worker_settings
+from .conftest import (
+    KafkaIO,
+    SessionBroker,
+    TopicSet,
+    deployment_settings,
+    grant_workers,
+)
 from .test_worker import of_run, produce
 
 TRACE = Path(__file__).resolve().parent.parent / "data" / "traces" / "openclaw-P1-r5.jsonl"
@@ -50,19 +56,7 @@ def start_worker(
     policy_file = tmp_path / "enforce.json"
     policy_file.write_bytes(orjson.dumps(ENFORCE))
     launcher = WorkerLauncher(
-        {
-            "broker": broker.url,
-            "partitions": topics.partitions,
-            "topic_tool_calls": topics.tool_calls,
-            "topic_compactions": topics.compactions,
-            "topic_control": topics.control,
-            "topic_dead_letter": topics.dead_letter,
-            "app_id": topics.group_id,
-            "data_dir": tmp_path / "data",
-            "policy_file": policy_file,
-            "policy_topic": policy_topic,
-            **worker_settings(broker),
-        },
+        deployment_settings(broker, topics, tmp_path, policy_file, policy_topic=policy_topic),
         tmp_path,
     )
     yield launcher.start

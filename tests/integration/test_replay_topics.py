@@ -15,7 +15,7 @@ import orjson
 from loopguard_fleet.streams.demo.simulate import simulate
 from tests.worker_process import WorkerLauncher
 
-from .conftest import KafkaIO, SessionBroker, TopicSet, worker_settings
+from .conftest import KafkaIO, SessionBroker, TopicSet, deployment_settings
 
 REPO = Path(__file__).parents[2]
 POLICY = "{tools: {loopDetection: {enabled: true}}}"
@@ -49,21 +49,7 @@ async def test_replay_over_both_topics_equals_the_live_decisions(
 ) -> None:
     policy = tmp_path / "policy.json5"
     policy.write_text(POLICY)
-    launcher = WorkerLauncher(
-        {
-            "broker": broker.url,
-            "partitions": topics.partitions,
-            "topic_tool_calls": topics.tool_calls,
-            "topic_compactions": topics.compactions,
-            "topic_control": topics.control,
-            "topic_dead_letter": topics.dead_letter,
-            "app_id": topics.group_id,
-            "data_dir": tmp_path / "data",
-            "policy_file": policy,
-            **worker_settings(broker),
-        },
-        tmp_path,
-    )
+    launcher = WorkerLauncher(deployment_settings(broker, topics, tmp_path, policy), tmp_path)
     worker = launcher.start()
     try:
         await worker.wait_until("/healthz", lambda b: True, 60)

@@ -21,7 +21,13 @@ from loopguard_fleet.config import load_policy
 from loopguard_fleet.detectors import RunState, parse_event, process_event
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
-from .conftest import KafkaIO, Message, SessionBroker, TopicSet, worker_settings
+from .conftest import (
+    KafkaIO,
+    Message,
+    SessionBroker,
+    TopicSet,
+    deployment_settings,
+)
 
 POLICY = {"tools": {"loopDetection": {"enabled": True}}}
 
@@ -33,21 +39,7 @@ def start_worker(
     """Start this test's worker with extra LOOPGUARD_* settings; stopped by PID afterwards."""
     policy = tmp_path / "openclaw.json"
     policy.write_bytes(orjson.dumps(POLICY))
-    launcher = WorkerLauncher(
-        {
-            "broker": broker.url,
-            "partitions": topics.partitions,
-            "topic_tool_calls": topics.tool_calls,
-            "topic_compactions": topics.compactions,
-            "topic_control": topics.control,
-            "topic_dead_letter": topics.dead_letter,
-            "app_id": topics.group_id,
-            "data_dir": tmp_path / "data",
-            "policy_file": policy,
-            **worker_settings(broker),
-        },
-        tmp_path,
-    )
+    launcher = WorkerLauncher(deployment_settings(broker, topics, tmp_path, policy), tmp_path)
     yield launcher.start
     launcher.stop_all()
 

@@ -20,7 +20,7 @@ from loopguard_fleet.config import load_policy
 from loopguard_fleet.streams.cli import main
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
-from .conftest import KafkaIO, SessionBroker, TopicSet, worker_settings
+from .conftest import KafkaIO, SessionBroker, TopicSet, deployment_settings
 from .test_worker import of_run, produce
 
 TRACE = Path(__file__).resolve().parent.parent / "data" / "traces" / "openclaw-P1-r5.jsonl"
@@ -46,21 +46,7 @@ def start_worker(
     broker: SessionBroker, topics: TopicSet, tmp_path: Path, policy_file: Path
 ) -> Iterator[Callable[..., WorkerProcess]]:
     """Start this test's worker on the tuned policy; stopped by PID afterwards."""
-    launcher = WorkerLauncher(
-        {
-            "broker": broker.url,
-            "partitions": topics.partitions,
-            "topic_tool_calls": topics.tool_calls,
-            "topic_compactions": topics.compactions,
-            "topic_control": topics.control,
-            "topic_dead_letter": topics.dead_letter,
-            "app_id": topics.group_id,
-            "data_dir": tmp_path / "data",
-            "policy_file": policy_file,
-            **worker_settings(broker),
-        },
-        tmp_path,
-    )
+    launcher = WorkerLauncher(deployment_settings(broker, topics, tmp_path, policy_file), tmp_path)
     yield launcher.start
     launcher.stop_all()
 

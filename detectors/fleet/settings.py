@@ -16,7 +16,7 @@ class FleetSettings:
     """Fleet signals and fleet-informed early warning; off unless the policy turns them on."""
 
     enabled: bool = False
-    window_seconds: int = 300  # the tumbling event-time window a signature is counted in
+    window_seconds: int = 300  # the event-time window a signature is counted in (one per half)
     min_runs: int = 5  # distinct runs in one window that make a signature fire
     early_action: EarlyAction = "warn"  # what a matching repeat gets while its signature fires
     early_at_count: int = 3  # the no-progress repeat count at which it gets it

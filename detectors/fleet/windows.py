@@ -1,21 +1,25 @@
-"""Fleet counts in tumbling event-time windows and the signals they raise (docs/fleet.md,
+"""Fleet counts in hopping event-time windows and the signals they raise (docs/fleet.md,
 "Windows and signals").
 
-`FleetWindows` folds observations (detectors/fleet/contribution.py) into per-window,
-per-signature counts of distinct runs, distinct agents and calls, and turns them into signal
-changes as a watermark (event time, given by the caller) passes:
+`FleetWindows` folds observations (detectors/fleet/contribution.py) into per-signature counts
+of distinct runs, distinct agents and calls, and turns them into signal changes as a
+watermark (event time, given by the caller) passes. A window is `windowSeconds` long and one
+starts every half window, so a burst no longer than half a window always lies in one of them,
+wherever the boundaries fall. Each observation is stored once, in the half-window *bucket* it
+falls in; a window's counts are its two buckets' together.
 
-- a signature **fires** at the event time its window has `minRuns` distinct runs: the
+- a signature **fires** at the event time a window has `minRuns` distinct runs: the
   `minRuns`-th smallest first-seen time among them, so the result does not depend on the
-  order in which observations of one window arrived;
-- it stays firing across windows and **resolves** at the end of the first window in which it
-  did not reach `minRuns` runs.
+  order in which observations arrived;
+- it stays firing across windows and **resolves** at the end of the first later window in
+  which it did not reach `minRuns` runs.
 
 The watermark is exclusive: every observation with an event time before it has arrived.
-Changes come out only when the watermark has passed them, sorted by (event time, signature).
-An observation for a window the watermark has already closed is late: it is dropped and
-counted, never silently. Distinct signatures per window are capped (`max_signatures`): past
-the cap a new signature is dropped and counted, a firing one is still counted.
+Changes come out only when the watermark has passed them, sorted by (event time, signature),
+a resolution before a firing at the same time. An observation whose windows the watermark has
+both closed is late: it is dropped and counted, never silently. Distinct signatures per
+bucket are capped (`max_signatures`, so a window holds at most twice that): past the cap a
+new signature is dropped and counted, a firing one is still counted.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from loopguard_fleet.detectors.fleet.contribution import Observation
 
 __all__ = ["MAX_SIGNATURES", "SAMPLE_RUNS", "FleetWindows", "SignalChange", "signal_id"]
 
-#: Distinct signatures counted per window before new ones are dropped (docs/fleet.md).
-MAX_SIGNATURES: Final = 100_000
+#: Distinct signatures counted per half-window bucket before new ones are dropped: a window
+#: holds at most 100,000 (docs/fleet.md).
+MAX_SIGNATURES: Final = 50_000
 #: Run ids a signal names as samples: the smallest, so they do not depend on arrival order.
 SAMPLE_RUNS: Final = 3
 
@@ -90,6 +95,24 @@ class _Count:
         return 0 if times is None else 1 if type(times) is tuple else len(times)
 
 
+def _merged(a: _Count, b: _Count) -> _Count:
+    """Two buckets' counts of one signature as one window's (each id's earliest time)."""
+    runs, agents = dict(a.runs), dict(a.agents)
+    for mine, theirs in ((runs, b.runs), (agents, b.agents)):
+        for key, ts in theirs.items():
+            known = mine.get(key)
+            mine[key] = ts if known is None else min(known, ts)
+    return _Count(
+        a.tool,
+        min(a.first_ms, b.first_ms),
+        max(a.last_ms, b.last_ms),
+        a.calls + b.calls,
+        a.has_failure or b.has_failure,
+        runs or None,
+        agents or None,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class SignalChange:
     """A signature that started firing or resolved, with the evidence of its window."""
@@ -124,26 +147,27 @@ class _Firing:
 
 
 class FleetWindows:
-    """The fleet counts of one signature partition: open windows, firing signatures."""
+    """The fleet counts of one signature partition: live buckets, firing signatures."""
 
     def __init__(
         self, window_seconds: int, min_runs: int, max_signatures: int = MAX_SIGNATURES
     ) -> None:
         self.window_ms = window_seconds * 1000
+        self.hop_ms = self.window_ms // 2  # windows start every half window
         self.min_runs = min_runs
         self.max_signatures = max_signatures
-        self.windows: dict[int, dict[str, _Count]] = {}  # window start → signature → counts
+        self.buckets: dict[int, dict[str, _Count]] = {}  # bucket start → signature → counts
         self.firing: dict[str, _Firing] = {}
-        # Counts at minRuns whose signature is not firing: the only ones `advance` may fire,
-        # so that it does not walk every signature of a window each time.
+        # (window start, signature) at minRuns and not firing: the only ones `advance` may
+        # fire, so that it does not walk every signature of a window each time.
         self.ready: set[tuple[int, str]] = set()
         self.watermark_ms: int | None = None
         self.dropped_late = 0
         self.dropped_full = 0
 
-    def window_start(self, ts_ms: int) -> int:
-        """The start of the tumbling window an event time falls in."""
-        return ts_ms - ts_ms % self.window_ms
+    def bucket_start(self, ts_ms: int) -> int:
+        """The start of the half-window bucket an event time falls in."""
+        return ts_ms - ts_ms % self.hop_ms
 
     def signal_of(self, signature: str) -> str | None:
         """The id of the signal a signature is firing as of the watermark, else None."""
@@ -151,13 +175,13 @@ class FleetWindows:
         return None if firing is None else firing.signal_id
 
     def observe(self, obs: Observation) -> bool:
-        """Count one observation; False when it was dropped (late, or the window is full)."""
-        start = self.window_start(obs.ts_ms)
+        """Count one observation; False when it was dropped (late, or the bucket is full)."""
+        bucket = self.bucket_start(obs.ts_ms)
         mark = self.watermark_ms
-        if mark is not None and start + self.window_ms <= mark:
-            self.dropped_late += 1
+        if mark is not None and bucket + self.window_ms <= mark:
+            self.dropped_late += 1  # both windows it falls in are closed
             return False
-        counts = self.windows.setdefault(start, {})
+        counts = self.buckets.setdefault(bucket, {})
         count = counts.get(obs.signature)
         if count is None:
             if len(counts) >= self.max_signatures and obs.signature not in self.firing:
@@ -171,9 +195,26 @@ class FleetWindows:
         count.has_failure = count.has_failure or obs.is_failure
         count.first_ms = min(count.first_ms, obs.ts_ms)
         count.last_ms = max(count.last_ms, obs.ts_ms)
-        if count.n_runs >= self.min_runs and obs.signature not in self.firing:
-            self.ready.add((start, obs.signature))
+        if obs.signature not in self.firing:
+            for start in (bucket - self.hop_ms, bucket):
+                if mark is not None and start + self.window_ms <= mark:
+                    continue  # that window is closed
+                window = self._window(start, obs.signature)
+                if window is not None and window.n_runs >= self.min_runs:
+                    self.ready.add((start, obs.signature))
         return True
+
+    def _window(self, start: int, signature: str) -> _Count | None:
+        """A signature's counts in the window starting at `start` (its two buckets')."""
+        first = self.buckets.get(start, {}).get(signature)
+        second = self.buckets.get(start + self.hop_ms, {}).get(signature)
+        if first is None or second is None:
+            return first or second
+        return _merged(first, second)
+
+    def _window_starts(self) -> list[int]:
+        """The starts of the windows that hold a live bucket, in order."""
+        return sorted({s for b in self.buckets for s in (b - self.hop_ms, b)})
 
     def advance(self, watermark_ms: int) -> list[SignalChange]:
         """Move the watermark (never back) and return the signal changes it passed."""
@@ -181,27 +222,29 @@ class FleetWindows:
             return []
         self.watermark_ms = watermark_ms
         out: list[SignalChange] = []
-        for start in sorted(self.windows):
+        for start in self._window_starts():
             self._resolve_gaps(start, out)
-            counts = self.windows[start]
             for signature in sorted(sig for at, sig in self.ready if at == start):
-                if signature not in self.firing:
-                    self._maybe_fire(signature, counts[signature], start, watermark_ms, out)
+                window = self._window(start, signature)
+                if signature not in self.firing and window is not None:
+                    self._maybe_fire(signature, window, start, watermark_ms, out)
             if start + self.window_ms > watermark_ms:
                 continue  # still open
             for signature in sorted(self.firing):
                 firing = self.firing[signature]
                 if firing.checked_ms >= start:
                     continue  # fired in this window
-                count = counts.get(signature)
-                if count is not None and count.n_runs >= self.min_runs:
+                window = self._window(start, signature)
+                if window is not None and window.n_runs >= self.min_runs:
                     firing.checked_ms = start
                     continue
-                self._resolve(signature, count, start, out)
-            del self.windows[start]
+                self._resolve(signature, window, start, out)
+            # Both windows this bucket belongs to (start - hop and start) are closed now.
+            self.buckets.pop(start, None)
             self.ready = {(at, sig) for at, sig in self.ready if at != start}
         self._resolve_gaps(None, out)
-        out.sort(key=lambda c: (c.at_ms, c.signature, c.state))
+        # A signature resolved and firing again at one event time: the resolution first.
+        out.sort(key=lambda c: (c.at_ms, c.signature, c.state == "firing"))
         return out
 
     def _maybe_fire(
@@ -218,12 +261,12 @@ class FleetWindows:
         out.append(self._change("firing", sid, signature, count, start, fired_at))
 
     def _resolve_gaps(self, before: int | None, out: list[SignalChange]) -> None:
-        """Resolve firing signatures whose next window had no observation at all and closed
-        (it lies before `before`, the next window with counts, or there is none)."""
+        """Resolve firing signatures whose next window held no observation at all and closed
+        (it starts before `before`, the next window with a live bucket, or there is none)."""
         mark = self.watermark_ms
         assert mark is not None
         for signature in sorted(self.firing):
-            gap = self.firing[signature].checked_ms + self.window_ms
+            gap = self.firing[signature].checked_ms + self.hop_ms
             if (before is None or gap < before) and gap + self.window_ms <= mark:
                 self._resolve(signature, None, gap, out)
 
@@ -232,8 +275,8 @@ class FleetWindows:
     ) -> None:
         firing = self.firing.pop(signature)
         end = start + self.window_ms
-        for at, counts in self.windows.items():  # later windows it reached minRuns in may fire
-            later = counts.get(signature) if at > start else None
+        for at in self._window_starts():  # later windows it reached minRuns in may fire
+            later = self._window(at, signature) if at > start else None
             if later is not None and later.n_runs >= self.min_runs:
                 self.ready.add((at, signature))
         kept = count or _Count(firing.tool, start, start)

@@ -57,14 +57,10 @@ def start_worker(
 
 
 class Clock:
-    """The runtime's clock (epoch ms): the events' event time, moved by the test. It starts
-    at the start of the current window, so that the outage's contributions (800 ms) share one
-    tumbling window wherever the wall clock is: straddling a boundary, they would split 2 + 2
-    and no window would reach minRuns (docs/fleet.md, "Windows and signals")."""
+    """The runtime's clock (epoch ms): the events' event time, moved by the test."""
 
     def __init__(self) -> None:
-        now = int(time.time() * 1000)
-        self.ms = now - now % (WINDOW_S * 1000)
+        self.ms = int(time.time() * 1000)
 
     def __call__(self) -> int:
         return self.ms

@@ -58,3 +58,15 @@ def test_fine_watermarks_give_the_changes_of_one_final_watermark(obs, step_s) ->
     once, _ = run([ordered], [end])
     assert late == 0
     assert fine == once
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 10**9), st.lists(st.integers(0, 30_000), min_size=4, max_size=4))
+def test_runs_within_half_a_window_fire_wherever_the_boundaries_fall(start, offsets) -> None:
+    """minRuns runs no further apart than half a window (30 s of 60) share a window."""
+    times = sorted(start + o for o in offsets)
+    w = FleetWindows(window_seconds=60, min_runs=4)
+    for i, ts in enumerate(times):
+        w.observe(Observation("a" * 32, "read", f"r{i}", "a", ts, 1, True))
+    changes = w.advance(times[-1] + 1)
+    assert [(c.state, c.at_ms, c.runs) for c in changes] == [("firing", times[-1], 4)]

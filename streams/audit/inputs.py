@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, cast
 
 from loopguard_fleet.detectors.jsjson import NotJSON, loads
 from loopguard_fleet.streams.errors import StreamError
@@ -37,6 +37,10 @@ __all__ = [
 ]
 
 InputItem = tuple[int, bytes]
+#: How long an audit waits for a topic to exist. It reads what was recorded, so a topic that
+#: is missing is a typo or the wrong cluster, not a worker still creating it: say so at once
+#: (the second covers a topic created a moment ago whose metadata is still spreading).
+AUDIT_TOPIC_WAIT_S: Final = 1.0
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 
@@ -236,7 +240,11 @@ class _TopicReader:
 
         self.partitions = (
             await topic_partitions(
-                self.bootstrap, [self.topic], self.wait_s, security=self.security
+                self.bootstrap,
+                [self.topic],
+                AUDIT_TOPIC_WAIT_S,
+                security=self.security,
+                request_timeout=self.wait_s,
             )
         )[self.topic]
         consumer = AIOKafkaConsumer(

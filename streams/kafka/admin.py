@@ -75,9 +75,11 @@ async def topic_partitions(
     wait: float = 10.0,
     *,
     security: ClientSecurity = PLAINTEXT,
+    request_timeout: float | None = None,
 ) -> dict[str, int]:
-    """Partition count of each named topic, waiting up to `wait` seconds for all to exist."""
-    admin = await _started_admin(bootstrap, wait, security)
+    """Partition count of each named topic, waiting up to `wait` seconds for all to exist
+    (each broker request up to `request_timeout` seconds, by default `wait`)."""
+    admin = await _started_admin(bootstrap, request_timeout or wait, security)
     try:
         return await _wait_for_topics(admin, list(dict.fromkeys(names)), wait)
     finally:

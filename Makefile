@@ -21,7 +21,7 @@ NO_SECURE := tests/integration/test_up.py tests/integration/test_installed_up.py
 KAFKA_ONLY := tests/integration/test_kafka_broker.py tests/integration/test_secure_kafka.py \
 	tests/chaos/test_kafka_faults.py
 
-.PHONY: install run demo test test-tansu test-kafka test-kafka-secure preflight prometheus kafka lint typecheck \
+.PHONY: install run demo test test-tansu test-kafka test-kafka-secure test-kafka-passes preflight prometheus kafka lint typecheck \
 	unit bench bench-deps bench-quick bench-memory clean
 
 $(STAMP): pyproject.toml
@@ -78,7 +78,14 @@ test-kafka-secure: kafka  ## the integration suite on a SASL_SSL Kafka with ACLs
 	time LOOPGUARD_TEST_BROKER=kafka-secure $(BIN)/pytest -q --durations=15 tests/integration \
 	  $(addprefix --ignore=,$(filter tests/integration/%,$(KAFKA_ONLY)) $(TANSU_ONLY) $(NO_SECURE))
 
-test: preflight prometheus kafka lint typecheck test-tansu test-kafka test-kafka-secure  ## everything CI runs
+# The broker passes mostly wait (brokers, workers, subprocesses: ~1/3 of a core each), so the
+# Tansu pass runs beside the two Kafka passes; each pass's output is printed whole when it ends.
+test: preflight prometheus kafka lint typecheck  ## everything CI runs
+	@$(MAKE) --no-print-directory -j2 --output-sync=recurse test-tansu test-kafka-passes
+
+test-kafka-passes: kafka  ## the Kafka pass, then the secured one
+	@$(MAKE) --no-print-directory test-kafka
+	@$(MAKE) --no-print-directory test-kafka-secure
 
 # OpenClaw's published module (tests/differential pins it), for bench/engine.py's same-run baseline.
 bench-deps:

@@ -8,6 +8,7 @@ command must work in the environment where the two names once collided.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -52,10 +53,16 @@ class Installed:
 
 def build(out: Path) -> Dists:
     """The sdist, and the wheel built from it, in `out`."""
-    subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
-        check=True, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    # Building the sdist writes the egg-info into the checkout: `make test` runs two passes at
+    # once, and two builds there at the same time would write it together.
+    lock = REPO / "build" / "dists.lock"
+    lock.parent.mkdir(exist_ok=True)
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        subprocess.run(
+            [sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
+            check=True, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
     (sdist,) = out.glob("loopguard_fleet-*.tar.gz")
     (wheel,) = out.glob("loopguard_fleet-*.whl")
     return Dists(sdist, wheel)

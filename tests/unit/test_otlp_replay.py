@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from loopguard_fleet.config import load_policy
+from loopguard_fleet.detectors.jsjson import loads
 from loopguard_fleet.streams.audit.inputs import FileInput, RefusedItem
 from loopguard_fleet.streams.audit.otlp_input import otlp_input
 from loopguard_fleet.streams.audit.replay import Rejected, Replayer
@@ -230,3 +232,25 @@ def test_without_the_otlp_extra_one_line_names_it(tmp_path, monkeypatch, capsys)
         "loopguard replay: --input-format otlp needs the optional extra: "
         "pip install 'loopguard-fleet[otlp]'\n"
     )
+
+
+def test_the_mapping_flags_reach_the_bridge(tmp_path) -> None:
+    from loopguard_fleet.streams.cli import _source, build_parser
+
+    oi = Call("run-oi", "agent-c", 100, "grep", "{}", "x").span()
+    del oi.attributes[:]
+    for key, value in {"openinference.span.kind": "TOOL", "tool.name": "grep"}.items():
+        oi.attributes.append(KeyValue(key=key, value=AnyValue(string_value=value)))
+    path = tmp_path / "spans.jsonl"
+    path.write_bytes(otlp_json_line(export_request(looping_script()[:4], extra=[oi])))
+    base = ["replay", str(path), "--input-format", "otlp"]
+
+    def events(*flags: str) -> list[dict[str, object]]:
+        return [loads(raw) for _, raw in _source(build_parser().parse_args([*base, *flags]))]
+
+    assert {e["tool"] for e in events()} == {"read", "cat"}
+    assert {e["tool"] for e in events("--otlp-openinference")} == {"read", "cat", "grep"}
+    keyed = events("--otlp-run-id-keys", "tenant.run, gen_ai.agent.id", "--otlp-privacy")
+    assert {e["run_id"] for e in keyed} == {"agent-a", "agent-b"}
+    assert all("args" not in e and "args_hash" in e for e in keyed)
+    assert all("result" not in e for e in keyed if e["type"] == "tool_result")

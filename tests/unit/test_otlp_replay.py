@@ -254,3 +254,17 @@ def test_the_mapping_flags_reach_the_bridge(tmp_path) -> None:
     assert {e["run_id"] for e in keyed} == {"agent-a", "agent-b"}
     assert all("args" not in e and "args_hash" in e for e in keyed)
     assert all("result" not in e for e in keyed if e["type"] == "tool_result")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"intValue": "SECRET"}, {"doubleValue": "SECRET"}, {"stringValue": {"k": "SECRET"}},
+     {"stringValue": "SECRET", "boolValue": True}, {"arrayValue": {"values": 5}}],
+)  # fmt: skip
+def test_a_malformed_attribute_is_refused_by_where_it_is_never_by_its_value(value) -> None:
+    attr = {"key": "gen_ai.tool.call.arguments", "value": value}
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [attr]}]}]}]}
+    (refused,) = [r for _, r in otlp_input(_Messages([json.dumps(doc).encode()]))]  # type: ignore[arg-type]
+    assert isinstance(refused, RefusedItem) and refused.reason == "otlp_bad_json"
+    assert "SECRET" not in refused.detail and "5" not in refused.detail
+    assert "attributes" in refused.detail and refused.detail.startswith("message 1: malformed")

@@ -3,6 +3,7 @@
 Every source yields `(position, raw)` pairs in a deterministic order with bounded memory:
 `position` is the 1-based line number of a file, or the 1-based index of a topic's message in
 read order (partitions in order, each in offset order), and is what a rejected line names.
+OTLP traces are read through one of these (streams/audit/otlp_input.py).
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from loopguard_fleet.streams.audit.inputs import (
     TopicInput,
     parse_bound,
 )
+from loopguard_fleet.streams.audit.otlp_input import OtlpInput
 from loopguard_fleet.streams.cli_errors import (
     EXIT_CANNOT_WRITE,
     EXIT_FAILED,
@@ -116,21 +117,60 @@ def _topics(given: list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _source(args: argparse.Namespace) -> FileInput | TopicInput:
-    """The input named on the command line: a file, `-` (stdin) or `--topic`."""
+def _source(args: argparse.Namespace) -> FileInput | TopicInput | OtlpInput:
+    """The input named on the command line: a file, `-` (stdin) or `--topic`, read in
+    LoopGuard's wire format or, with `--input-format otlp`, as OTLP traces."""
+    otlp = args.input_format == "otlp"
+    if not otlp:
+        given = [flag for flag, dest in _OTLP_FLAGS if getattr(args, dest) not in (None, False)]
+        if given:
+            raise CliError(f"{given[0]} needs --input-format otlp", EXIT_USAGE)
+    source: FileInput | TopicInput
     if args.topic is not None:
         if args.input is not None:
             raise CliError("give either an input file or --topic, not both", EXIT_USAGE)
+        if otlp and "" in args.topic:  # bare --topic: the wire-format input topics
+            raise CliError("--input-format otlp: name the OTLP topic (--topic NAME)", EXIT_USAGE)
         start, end = _bound(args.from_, "--from"), _bound(args.to, "--to")
         if start is not None and end is not None and start.is_after(end):
             raise CliError(f"--from {args.from_} is after --to {args.to}", EXIT_USAGE)
         topics = _topics(args.topic)
-        return TopicInput(",".join(args.broker), topics, start, end, _kafka_security())
-    if args.input is None:
-        raise CliError("no input: give a file, - for stdin, or --topic", EXIT_USAGE)
-    if args.from_ is not None or args.to is not None:
-        raise CliError("--from and --to bound a --topic, not a file", EXIT_USAGE)
-    return FileInput(args.input)
+        source = TopicInput(",".join(args.broker), topics, start, end, _kafka_security())
+    else:
+        if args.input is None:
+            raise CliError("no input: give a file, - for stdin, or --topic", EXIT_USAGE)
+        if args.from_ is not None or args.to is not None:
+            raise CliError("--from and --to bound a --topic, not a file", EXIT_USAGE)
+        source = FileInput(args.input)
+    return _otlp(args, source) if otlp else source
+
+
+# The OTLP mapping's flags (flag, argparse dest): they only mean something for OTLP input.
+_OTLP_FLAGS = (
+    ("--otlp-run-id-keys", "otlp_run_id_keys"),
+    ("--otlp-openinference", "otlp_openinference"),
+    ("--otlp-privacy", "otlp_privacy"),
+    ("--otlp-reorder-window", "otlp_reorder_window"),
+)
+
+
+def _otlp(args: argparse.Namespace, source: FileInput | TopicInput) -> OtlpInput:
+    """`source` read as OTLP traces, or one line naming the extra that reads them."""
+    from loopguard_fleet.streams.audit.otlp_input import OTLP_EXTRA, otlp_input
+
+    keys = [k.strip() for k in (args.otlp_run_id_keys or "").split(",") if k.strip()]
+    try:
+        return otlp_input(
+            source,
+            run_id_keys=keys,
+            openinference=args.otlp_openinference,
+            privacy=args.otlp_privacy,
+            window_s=args.otlp_reorder_window,
+        )
+    except ImportError:
+        raise CliError(
+            f"--input-format otlp needs the optional extra: {OTLP_EXTRA}", EXIT_USAGE
+        ) from None
 
 
 def _no_events(rejected: int, unit: str) -> str:
@@ -241,6 +281,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             out.close()
     if not args.quiet:
         print(stats.summary(), file=sys.stderr)
+        if isinstance(source, OtlpInput):
+            print(source.counts.summary(), file=sys.stderr)
     if stats.events == 0 and stats.rejected > 0:
         raise CliError(
             _no_events(stats.rejected, source.unit),
@@ -472,6 +514,38 @@ def _add_input(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--from", dest="from_", metavar="POS", help="offset or RFC 3339 time")
     p.add_argument("--to", metavar="POS", help="offset or RFC 3339 time (exclusive)")
+    p.add_argument(
+        "--input-format",
+        choices=["loopguard", "otlp"],
+        default="loopguard",
+        help="loopguard: wire events, one a line or message; otlp: OpenTelemetry traces, "
+        "OTLP JSON lines (the Collector's file exporter) or one otlp_proto/otlp_json payload a "
+        "message (its kafka exporter), whose GenAI execute_tool spans become the events",
+    )
+    p.add_argument(
+        "--otlp-run-id-keys",
+        metavar="KEYS",
+        help="span or resource attributes naming the run, comma-separated, first found wins "
+        "(default: gen_ai.conversation.id; the trace id when none is set)",
+    )
+    p.add_argument(
+        "--otlp-openinference",
+        action="store_true",
+        help="also read OpenInference TOOL spans (tool.name, input.value, output.value)",
+    )
+    p.add_argument(
+        "--otlp-privacy",
+        action="store_true",
+        help="hash arguments and results as a privacy-mode bridge does (events carry hashes)",
+    )
+    p.add_argument(
+        "--otlp-reorder-window",
+        type=_seconds,
+        metavar="S",
+        help="release each run's spans S seconds of span time behind the latest span end "
+        "(bounded memory; a later span is refused as otlp_late_span); default: hold every "
+        "span until the end of the input",
+    )
     p.add_argument(
         "--idle-ttl",
         type=_seconds,

@@ -3,6 +3,7 @@
 Every source yields `(position, raw)` pairs in a deterministic order with bounded memory:
 `position` is the 1-based line number of a file, or the 1-based index of a topic's message in
 read order (partitions in order, each in offset order), and is what a rejected line names.
+OTLP traces are read through one of these (streams/audit/otlp_input.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "FileInput",
     "InputError",
     "InputItem",
+    "RefusedItem",
     "TopicInput",
     "file_items",
     "merge_by_seq",
@@ -47,6 +49,25 @@ _BOM = b"\xef\xbb\xbf"
 
 class InputError(StreamError):
     """An input that cannot be read: a missing file, a corrupt gzip stream, a bad bound."""
+
+
+class RefusedItem(bytes):
+    """An item its source refused before the replay saw it (an OTLP span that cannot become
+    events): empty bytes, so every decoder rejects it, carrying the source's reason. The
+    replay counts and shows it as a rejected line with that reason and detail."""
+
+    reason: str
+    detail: str
+
+    def __new__(cls, reason: str, detail: str) -> RefusedItem:
+        """An empty item with its refusal."""
+        item = super().__new__(cls, b"")
+        item.reason, item.detail = reason, detail
+        return item
+
+    def __reduce__(self) -> tuple[type[RefusedItem], tuple[str, str]]:
+        """Pickled as its refusal (replay shards receive items through pipes)."""
+        return (RefusedItem, (self.reason, self.detail))
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from loopguard_fleet.detectors import (
 )
 from loopguard_fleet.detectors.jsjson import loads
 from loopguard_fleet.detectors.process import GivenVerdict
+from loopguard_fleet.streams.audit.inputs import RefusedItem
 from loopguard_fleet.streams.processing.driver import DriverLimits, RunDriver, event_time_ms
 from loopguard_fleet.streams.processing.fleet import OrderedFleet
 from loopguard_fleet.streams.processing.metrics import Metrics
@@ -297,7 +298,13 @@ class Replayer:
         line already decoded by `decode_object` (a shard that routed it), not decoded again."""
         msg = self._msg
         msg.offset = line
-        msg.value = raw if type(raw) is bytes else str(raw).encode()
+        if type(raw) is bytes:  # the hot path: one type check
+            msg.value = raw
+        elif isinstance(raw, RefusedItem):
+            self.outputs.decisions.clear()
+            return self.reject(line, raw.reason, raw.detail)
+        else:
+            msg.value = str(raw).encode()
         if self.outputs.decisions:
             self.outputs.decisions.clear()
         ev = self.driver.accept(msg, obj)
@@ -343,6 +350,8 @@ class Replayer:
 
     def decode(self, line: int, raw: bytes | str) -> Event | Rejected:
         """Decode and validate one line as the worker does (the driver's decode step)."""
+        if isinstance(raw, RefusedItem):
+            return self.reject(line, raw.reason, raw.detail)
         msg = self._msg
         msg.offset = line
         msg.value = raw.encode() if isinstance(raw, str) else raw

@@ -10,6 +10,7 @@ re-encoded before `json_format` reads the document.
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any, Literal
 
 from google.protobuf import json_format
@@ -24,6 +25,8 @@ __all__ = ["Encoding", "decode_request", "detect_encoding"]
 Encoding = Literal["otlp_proto", "otlp_json"]
 
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+_FAILED_FIELD = re.compile(r"Failed to parse (\w+) field")
+_AT_PATH = re.compile(r'at "?(ExportTraceServiceRequest[\w.\[\]]*)')
 
 
 def detect_encoding(raw: bytes) -> Encoding:
@@ -54,6 +57,15 @@ def _hex_ids_to_base64(node: Any) -> Any:
     return out
 
 
+def _parse_error_detail(message: str) -> str:
+    """Where an OTLP/JSON document is malformed, without the value: protobuf's message
+    quotes it, and it may be a tool's argument or result."""
+    at = _AT_PATH.search(message)
+    indexed = at.group(1).rstrip(".") if at is not None else ""  # with list indexes
+    fields = ".".join(["ExportTraceServiceRequest", *_FAILED_FIELD.findall(message)])
+    return f"malformed OTLP/JSON at {max(indexed, fields, key=len)}"
+
+
 def decode_request(raw: bytes | None, max_bytes: int) -> ExportTraceServiceRequest:
     """Decode one Kafka value into an `ExportTraceServiceRequest` or raise `InputRejected`."""
     if not raw:
@@ -71,7 +83,7 @@ def decode_request(raw: bytes | None, max_bytes: int) -> ExportTraceServiceReque
         try:
             json_format.ParseDict(_hex_ids_to_base64(doc), request, ignore_unknown_fields=True)
         except json_format.ParseError as exc:
-            raise InputRejected("otlp_bad_json", str(exc)) from None
+            raise InputRejected("otlp_bad_json", _parse_error_detail(str(exc))) from None
         return request
     try:
         request.ParseFromString(raw)

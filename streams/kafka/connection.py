@@ -79,8 +79,9 @@ async def broker_connection(
 async def _closed(conn: Any) -> None:
     """Close `conn` and wait until its socket is closed (aiokafka resolves the future then)."""
     closing = conn.close()
-    # No transport was made (refused TCP, failed TLS handshake): asyncio closed the socket.
-    # aiokafka sets `_protocol` only once a transport exists, and only then resolves `closing`.
+    # aiokafka holds no transport (refused TCP, a TLS handshake that failed or was cancelled):
+    # asyncio closed the socket or `_connected` aborted it. aiokafka sets `_protocol` only once
+    # create_connection has returned a transport, and only then resolves `closing`.
     if closing is None or conn._protocol is None:
         await asyncio.sleep(0)  # asyncio closes an aborted socket on its next loop turn
         return

@@ -3,11 +3,13 @@
 aiokafka closes a connection by starting to close its transport and returning a future
 (`AIOKafkaConnection.close`), and in two places nothing waits for it: the bootstrap
 connection of `AIOKafkaClient.bootstrap()` (closed once the metadata is in, so every
-producer, consumer and admin client has one) and a connection refused during its TLS or SASL
-handshake. Over TLS the close needs the broker's reply (close_notify) first, so a loop that
-ends soon after (a client started and stopped at once, a consumer in a thread of its own, a
-short probe under `asyncio.run`) leaves the socket open: a `ResourceWarning: unclosed
-transport` when it is collected, later, in whatever runs then.
+producer, consumer and admin client has one) and a connection refused or cancelled during its
+handshake (API versions, SASL). Over TLS the close needs the broker's reply (close_notify)
+first, so a loop that ends soon after (a client started and stopped at once, a consumer in a
+thread of its own, a short probe under `asyncio.run`) leaves the socket open: a
+`ResourceWarning: unclosed transport` when it is collected, later, in whatever runs then.
+asyncio adds a third: a cancel that lands as the TLS handshake completes makes
+`create_connection` close its new transport and raise, so aiokafka never holds it.
 
 `broker_connection` is one direct connection, closed before its block ends.
 `abandon_producer` and `stop_consumer` stop a client whose broker is gone without hanging or
@@ -17,8 +19,10 @@ This module is the one place outside streams/worker/faust/ that touches aiokafka
 names (tests/unit/test_layers.py holds it to that); pyproject bounds aiokafka below 0.15.
 `close_sockets_before_clients_close()` (run once, from `loopguard_fleet.streams.kafka`) makes
 every `AIOKafkaClient` in the process do the same: its `close()` also waits for the sockets
-aiokafka closed without waiting, and a refused handshake's socket is closed before the error
-leaves. Each wait is bounded; aiokafka < 0.15 (pyproject), whose `create_conn` this mirrors.
+aiokafka closed without waiting, and the socket of a connect() that fails or is cancelled is
+aborted and closed before the error leaves (aiokafka's protocol class is swapped for one that
+hands its transport over as soon as it is made, `_Protocol`). Each wait is bounded;
+aiokafka < 0.15 (pyproject), whose `create_conn` and `AIOKafkaProtocol` this relies on.
 That `close()` also keeps a cancel that aiokafka swallows (it awaits its metadata task under
 `suppress(CancelledError)`): a task cancelled while it closes a client, such as the runtime
 client's supervisor probing the broker, ends instead of going on (and `RuntimeClient.close()`
@@ -34,8 +38,9 @@ from contextvars import ContextVar
 from typing import Any
 
 import aiokafka.client
+import aiokafka.conn
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.conn import AIOKafkaConnection
+from aiokafka.conn import AIOKafkaConnection, AIOKafkaProtocol
 from aiokafka.errors import KafkaConnectionError
 
 from loopguard_fleet.streams.kafka.security import ClientSecurity
@@ -64,8 +69,8 @@ async def broker_connection(
     conn = AIOKafkaConnection(
         host, int(port), request_timeout_ms=request_timeout_ms, **security.aiokafka_kwargs()
     )
+    await _connected(conn)
     try:
-        await conn.connect()
         yield conn
     finally:
         await _closed(conn)
@@ -74,8 +79,9 @@ async def broker_connection(
 async def _closed(conn: Any) -> None:
     """Close `conn` and wait until its socket is closed (aiokafka resolves the future then)."""
     closing = conn.close()
-    # No transport was made (refused TCP, failed TLS handshake): asyncio closed the socket.
-    # aiokafka sets `_protocol` only once a transport exists, and only then resolves `closing`.
+    # aiokafka holds no transport (refused TCP, a TLS handshake that failed or was cancelled):
+    # asyncio closed the socket or `_connected` aborted it. aiokafka sets `_protocol` only once
+    # create_connection has returned a transport, and only then resolves `closing`.
     if closing is None or conn._protocol is None:
         await asyncio.sleep(0)  # asyncio closes an aborted socket on its next loop turn
         return
@@ -85,20 +91,53 @@ async def _closed(conn: Any) -> None:
     await asyncio.wait([closing], timeout=_CLOSE_WAIT_S)
 
 
+# The transports made for the connection whose connect() runs in this task (`_connected`).
+_MADE: ContextVar[list[Any] | None] = ContextVar("loopguard_made", default=None)
+
+
+class _Protocol(AIOKafkaProtocol):  # type: ignore[misc]  # aiokafka has no type hints
+    """aiokafka's protocol, which hands its transport to the connect() that made it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._made = _MADE.get()  # built inside connect(), so in its task's context
+
+    def connection_made(self, transport: Any) -> None:
+        """Start reading; the transport is known to connect() before create_connection returns."""
+        super().connection_made(transport)
+        if self._made is not None:
+            self._made.append(transport)
+
+
+async def _connected(conn: Any) -> None:
+    """`conn.connect()`; one that fails or is cancelled has its socket closed before it leaves."""
+    made: list[Any] = []
+    token = _MADE.set(made)
+    try:
+        await conn.connect()
+    except BaseException:  # refused, or cancelled (a broker probe whose owner stops)
+        # Over TLS, what aiokafka or asyncio closed waits for the broker's close_notify, and
+        # a cancel that lands as the TLS handshake completes leaves the transport to nobody
+        # (asyncio closes it inside create_connection, which then raises). An unfinished
+        # connection has nothing to flush: abort() closes its socket on the next loop turn.
+        for transport in made:
+            transport.abort()
+        await _closed(conn)
+        raise
+    finally:
+        _MADE.reset(token)
+
+
 # The client whose bootstrap() is running in this task (a task it starts inherits it).
 _BOOTSTRAPPING: ContextVar[Any] = ContextVar("loopguard_bootstrapping", default=None)
 _OWN = "_loopguard_closing"  # attribute of a client: the connections it must wait for
 
 
 async def _create_conn(host: str, port: int, **kwargs: Any) -> Any:
-    """aiokafka's `create_conn`, recording the connection for its client; a refused one is
-    closed, socket included, before its error leaves."""
+    """aiokafka's `create_conn`, recording the connection for its client; a refused or
+    cancelled one is closed, socket included, before its error leaves."""
     conn = AIOKafkaConnection(host, port, **kwargs)
-    try:
-        await conn.connect()
-    except Exception:
-        await _closed(conn)
-        raise
+    await _connected(conn)
     client = _BOOTSTRAPPING.get()
     if client is not None:
         kept = [c for c in getattr(client, _OWN, ()) if not c._closed_fut.done()]
@@ -140,6 +179,7 @@ def close_sockets_before_clients_close() -> None:
     if getattr(client_class, "_loopguard_closes_sockets", False):
         return
     aiokafka.client.create_conn = _create_conn  # what bootstrap() and _get_conn() call
+    aiokafka.conn.AIOKafkaProtocol = _Protocol  # what AIOKafkaConnection.connect() builds
     client_class.bootstrap = _bootstrap(client_class.bootstrap)
     client_class.close = _close(client_class.close)
     client_class._loopguard_closes_sockets = True

@@ -5,7 +5,9 @@ close) after a verdict that did not come, and `RuntimeClient.close()` cancels it
 is. aiokafka 0.14's `AIOKafkaClient.close()` awaits its metadata task under
 `suppress(CancelledError)`: a cancel landing there was swallowed and the closer went on, so
 `close()` waited forever (streams/kafka/connection.py). A cancel landing while the admin
-client started left its connections open (streams/kafka/admin.py).
+client started left its connections open (streams/kafka/admin.py), and over TLS so did one
+landing as a connection's handshake completed or during its API-versions or SASL exchange
+(streams/kafka/connection.py, `_connected`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """LoopGuard's default names, in one place: the worker's `Settings`, the runtime client and
 `loopguard up` all take their topic names from here (the OpenClaw plugin's defaults are the
-same strings, checked by tests/unit/test_defaults.py)."""
+same strings, checked by tests/unit/test_defaults.py), and the worker and the security recipe
+(`loopguard_acls`) the fleet topic's name."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ __all__ = [
     "TOPIC_DEAD_LETTER",
     "TOPIC_POLICY",
     "TOPIC_TOOL_CALLS",
+    "fleet_topic_of",
 ]
 
 TOPIC_TOOL_CALLS: Final = "loopguard.tool-calls"
@@ -25,3 +27,8 @@ TOPIC_POLICY: Final = "loopguard.policy"
 #: The distribution's name on the package index (`pip install loopguard-fleet`); the import root
 #: is `loopguard_fleet`. PyPI's `loopguard` is an unrelated project.
 DISTRIBUTION: Final = "loopguard-fleet"
+
+
+def fleet_topic_of(app_id: str) -> str:
+    """Name of the fleet topic of the workers whose app id (consumer group) is `app_id`."""
+    return f"{app_id}-fleet"

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import orjson
 
+from loopguard_fleet.config.defaults import fleet_topic_of
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.detectors.fleet import FleetSettings
 from loopguard_fleet.streams.processing.fleet import FleetTask, observation_record, tick_record
@@ -40,7 +41,7 @@ TICK_EVERY_MS: Final = 500
 
 def fleet_topic(settings: Settings) -> str:
     """Name of the fleet topic: contributions keyed by signature, and ticks."""
-    return f"{settings.app_id}-fleet"
+    return fleet_topic_of(settings.app_id)
 
 
 @dataclass(slots=True)

@@ -20,6 +20,7 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from loopguard_fleet.config import load_policy
+from loopguard_fleet.config.defaults import fleet_topic_of
 from loopguard_fleet.streams.audit.recorded import recompute_fleet_signals, replay_recorded_inputs
 from loopguard_fleet.streams.client.runtime import RuntimeClient
 from tests.wire import InputRecord
@@ -160,7 +161,7 @@ async def test_an_outage_fires_blocks_a_runtime_early_and_resolves(
     expected = sent + 2 * topics.partitions  # and each signal change on every partition
     inputs = await kafka.consume_count(topics.tool_calls, expected)
     assert len(inputs) == expected
-    fleet = await kafka.consume_until(f"{topics.group_id}-fleet", deadline=1)
+    fleet = await kafka.consume_until(fleet_topic_of(topics.group_id), deadline=1)
     policy = load_policy(POLICY)
     replayed = replay_recorded_inputs(policy, [record(m) for m in inputs])
     live_runs = [m.value or b"" for m in control if m.json.get("type") != "fleet_signal"]

@@ -4,8 +4,9 @@
 random password per user, and the broker settings of a `SASL_SSL` listener with the standard
 authorizer (only `admin` is a super user; everyone else gets exactly the ACLs granted).
 `loopguard_acls(...)` is the least-privilege recipe docs/security.md and deploy/README.md
-show: `loopguard-worker` reads the inputs and its group and writes control, dead letters and
-the changelog; `agent-runtime` writes the inputs and reads control; nobody else gets anything.
+show: `loopguard-worker` reads the inputs and its group, writes control, dead letters and the
+changelog, and reads and writes its fleet topic (and, for fleet signals, the tool-calls topic);
+`agent-runtime` writes the inputs and reads control; nobody else gets anything.
 `create_acls` sends them as the super user (aiokafka has CreateAcls requests, no admin call).
 """
 
@@ -21,7 +22,7 @@ from typing import Final
 
 from pydantic import SecretStr
 
-from loopguard_fleet.config.defaults import TOPIC_POLICY
+from loopguard_fleet.config.defaults import TOPIC_POLICY, fleet_topic_of
 from loopguard_fleet.streams.embedded.child import HOST
 from loopguard_fleet.streams.errors import BrokerError
 from loopguard_fleet.streams.kafka.security import ClientSecurity
@@ -103,8 +104,14 @@ def loopguard_acls(
         rules += [Acl(worker, "write", "topic", topic), Acl(worker, "describe", "topic", topic)]
     rules.append(Acl(worker, "read", "topic", changelog))  # table recovery reads it back
     rules.append(Acl(worker, "read", "group", app_id))
+    # Fleet signals (docs/fleet.md): the workers send contributions and ticks to the fleet
+    # topic and their fleet task consumes it in the same group; the task writes each signal
+    # change to the control topic and, as an input record, to every tool-calls partition.
+    fleet = fleet_topic_of(app_id)
+    rules += [Acl(worker, op, "topic", fleet) for op in ("read", "write", "describe")]
+    rules.append(Acl(worker, "write", "topic", tool_calls))
     # It creates (or finds) its own topics before subscribing (streams/worker/run.py).
-    for topic in (*inputs, control, dead_letter, changelog):
+    for topic in (*inputs, control, dead_letter, changelog, fleet):
         rules.append(Acl(worker, "create", "topic", topic))
     # The policy topic (docs/policy.md): workers read it without a group, and create it
     # (LOOPGUARD_POLICY_TOPIC); only the operator principal publishes a policy (and reads and

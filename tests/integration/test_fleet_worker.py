@@ -57,6 +57,14 @@ def start_worker(
     launcher.stop_all()
 
 
+async def started(start_worker: Callable[..., WorkerProcess]) -> WorkerProcess:
+    """A worker past its start-up (topics created, so its ACLs held): one refused by the
+    broker fails the test here, with its one-line reason, not as a missing signal later."""
+    worker = start_worker()
+    await worker.wait_until("/healthz", lambda body: True, 60)
+    return worker
+
+
 class Clock:
     """The runtime's clock (epoch ms): the events' event time, moved by the test."""
 
@@ -120,7 +128,7 @@ async def late_run(client: RuntimeClient, clock: Clock) -> tuple[list[str], str 
 async def test_an_outage_fires_blocks_a_runtime_early_and_resolves(
     start_worker: Callable[..., WorkerProcess], topics: TopicSet, kafka: KafkaIO
 ) -> None:
-    worker = start_worker()
+    worker = await started(start_worker)
     clock = Clock()
     async with RuntimeClient(kafka.bootstrap, topics=topics, clock=clock) as client:
         await outage(client, clock)
@@ -200,7 +208,7 @@ async def committed(kafka: KafkaIO, topics: TopicSet) -> dict[tuple[str, int], i
 async def test_a_worker_killed_after_applying_a_signal_still_blocks_early_when_restarted(
     start_worker: Callable[..., WorkerProcess], topics: TopicSet, kafka: KafkaIO
 ) -> None:
-    worker = start_worker()
+    worker = await started(start_worker)
     clock = Clock()
     async with RuntimeClient(kafka.bootstrap, topics=topics, clock=clock) as client:
         await outage(client, clock)

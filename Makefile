@@ -87,12 +87,14 @@ test-kafka-passes: kafka  ## the Kafka pass, then the secured one
 bench-deps:
 	@test -d tests/differential/node_modules/openclaw || (cd tests/differential && npm ci --ignore-scripts --no-audit --no-fund)
 
-bench: kafka bench-deps  ## E against OpenClaw's module; P and L on Tansu and on Apache Kafka (P on Kafka also exactly-once)
+bench: kafka bench-deps  ## E against OpenClaw's module; P, L and the policy reload on Tansu and on Apache Kafka (P on Kafka also exactly-once)
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/pipeline.py --broker kafka --exactly-once
 	$(BIN)/python bench/latency.py
 	$(BIN)/python bench/latency.py --broker kafka
+	$(BIN)/python bench/policy_reload.py
+	$(BIN)/python bench/policy_reload.py --broker kafka
 
 bench-memory: $(STAMP)  ## RSS per active run at 10,000 runs (~3 min)
 	$(BIN)/python bench/memory.py
@@ -103,6 +105,7 @@ bench-quick: kafka bench-deps  ## all of them, small (smoke figures, not for pla
 	$(BIN)/python bench/pipeline.py --quick --broker kafka --exactly-once
 	$(BIN)/python bench/latency.py --quick
 	$(BIN)/python bench/latency.py --quick --broker kafka
+	$(BIN)/python bench/policy_reload.py --quick
 	$(BIN)/python bench/memory.py --quick
 
 clean:

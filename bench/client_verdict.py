@@ -32,9 +32,13 @@ BASELINE_WAIT_MS = 100  # what RuntimeClient hard-coded before the setting exist
 READY_S = 120.0
 
 
-def _start_up(log: Path, broker: str) -> tuple[subprocess.Popen[bytes], str]:
-    """`loopguard up --broker BROKER` in the background; its broker address once it is ready."""
+def start_up(
+    log: Path, broker: str, settings: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`loopguard up --broker BROKER` in the background, with only the `LOOPGUARD_*` settings
+    given; its broker address once it is ready."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
+    env |= settings or {}
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "loopguard_fleet.streams.cli", "up", "--broker", broker],
@@ -96,7 +100,7 @@ def main() -> None:
     args = ap.parse_args()
     calls, warmup = (200, 20) if args.quick else (args.calls, 100)
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"loopguard-bench-up-{os.getpid()}.log"
-    proc, address = _start_up(log, args.broker)
+    proc, address = start_up(log, args.broker)
     try:
         for setting, wait in enumerate(int(w) for w in args.fetch_max_wait_ms.split(",")):
             latencies, timeouts = asyncio.run(_measure(address, wait, calls, warmup, setting))

@@ -53,6 +53,19 @@ PARTITIONS = 4
 RUNS = 1000
 PAD = "x" * 200
 POLICY = {"tools": {"loopDetection": {"enabled": True}}}
+#: `--per-tool`: the same detection with per-tool settings on the workload's tools, and an
+#: agent's own table (docs/policy.md, "Tuning per tool").
+PER_TOOL_POLICY = {
+    **POLICY,
+    "loopguard": {
+        "tools": {
+            "read": {"warningThreshold": 12, "criticalThreshold": 24},
+            "exec": {"criticalThreshold": 30},
+            "process": {"knownPoll": True},
+        },
+        "agents": {"ci": {"tools": {"read": {"criticalThreshold": 40}}}},
+    },
+}
 
 
 def workload(calls: int, runs: int = RUNS) -> list[tuple[bytes, bytes]]:
@@ -203,6 +216,7 @@ async def run_worker(
     profile: str | None,
     extra_env: dict[str, str],
     floor: str | None = None,
+    policy_doc: dict[str, Any] = POLICY,
 ) -> tuple[float, float]:
     """One worker over the pre-filled topic: (events/s, changelog bytes per event).
 
@@ -212,7 +226,7 @@ async def run_worker(
     port = free_port()
     app_id = f"bench{tag}"
     policy = workdir / "openclaw.json"
-    policy.write_bytes(orjson.dumps(POLICY))
+    policy.write_bytes(orjson.dumps(policy_doc))
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
     env.update(
         LOOPGUARD_BROKER=broker.url,
@@ -311,6 +325,10 @@ async def main() -> None:
         help="also run the worker with LOOPGUARD_PROCESSING_GUARANTEE=exactly_once (Kafka)",
     )  # fmt: skip
     ap.add_argument(
+        "--per-tool", action="store_true",
+        help="also run the worker with per-tool settings (PER_TOOL_POLICY): with / without",
+    )  # fmt: skip
+    ap.add_argument(
         "--faust-loop", action="store_true",
         help="also run the worker (and floors) with LOOPGUARD_FAUST_FAST_PATH=0: before/after",
     )  # fmt: skip
@@ -358,6 +376,7 @@ async def _bench(
         eos_env = {**extra_env, "LOOPGUARD_PROCESSING_GUARANTEE": "exactly_once"}
         old_env = {**extra_env, "LOOPGUARD_FAUST_FAST_PATH": "0"}  # Faust's own drain loop
         old_rates: list[float] = []
+        tool_rates: list[float] = []
         modes = [m for m in args.floor_modes.split(",") if m in FLOOR_MODES]
         floors: dict[str, list[float]] = {mode: [] for mode in modes} if args.floor else {}
         old_floors: dict[str, list[float]] = (
@@ -381,6 +400,14 @@ async def _bench(
                 f"relay {rate:,.0f} ev/s, changelog {per_event:.0f} B/event",
                 file=sys.stderr,
             )
+            if args.per_tool:
+                t_rate, _ = await run_worker(
+                    broker, source, f"tools{i}", total, workdir, None, extra_env,
+                    policy_doc=PER_TOOL_POLICY,
+                )  # fmt: skip
+                print(f"# run {i}: worker, per-tool settings {t_rate:,.0f} ev/s", file=sys.stderr)
+                if i:
+                    tool_rates.append(t_rate)
             if args.exactly_once:
                 e_rate, _ = await run_worker(
                     broker, source, f"eos{i}", total, workdir, None, eos_env
@@ -414,6 +441,9 @@ async def _bench(
         on |= {"worker_env": extra_env} if extra_env else {}
         print(_figure("worker_events_per_s", worker_rates, relay_rates, **on))
         print(_figure("changelog_bytes_per_event", bytes_per_event, None, **on))
+        if tool_rates:
+            print(_figure("worker_per_tool_events_per_s", tool_rates, relay_rates,
+                          vs_without_per_tool=_ratio(tool_rates, worker_rates), **on))  # fmt: skip
         if old_rates:
             speedup = _ratio(worker_rates, old_rates)
             print(_figure("worker_faust_loop_events_per_s", old_rates, relay_rates,

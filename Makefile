@@ -13,10 +13,11 @@ TANSU_ONLY := tests/integration/test_openclaw_gateway.py tests/integration/test_
 # through RuntimeClient, whose secured connection tests/integration/test_client*.py prove.
 # Two known gaps, not hidden: fleet signals have no ACLs for their fleet topic yet
 # (docs/fleet.md), and a broker probe cancelled mid-TLS-handshake leaves its socket to the
-# garbage collector (docs/security.md), which test_client_close_cancel.py catches.
+# garbage collector (docs/security.md), which test_client_close_cancel.py catches. The ACL
+# recipe (loopguard_acls) grants the worker no read on an OTLP topic: test_otlp_bridge.py.
 NO_SECURE := tests/integration/test_up.py tests/integration/test_installed_up.py \
 	$(wildcard tests/integration/test_adapter_*.py) tests/integration/test_fleet_worker.py \
-	tests/integration/test_client_close_cancel.py
+	tests/integration/test_client_close_cancel.py tests/integration/test_otlp_bridge.py
 # Tests that start Apache Kafka brokers of their own: they run once, in the Kafka pass.
 KAFKA_ONLY := tests/integration/test_kafka_broker.py tests/integration/test_secure_kafka.py \
 	tests/chaos/test_kafka_faults.py

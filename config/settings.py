@@ -21,6 +21,7 @@ from loopguard_fleet.config.defaults import (
     TOPIC_COMPACTIONS,
     TOPIC_CONTROL,
     TOPIC_DEAD_LETTER,
+    TOPIC_OTLP_SPANS,
     TOPIC_TOOL_CALLS,
 )
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, Semantics
@@ -131,6 +132,8 @@ class Settings(KafkaSecuritySettings):
     topic_compactions: str = TOPIC_COMPACTIONS
     topic_control: str = TOPIC_CONTROL
     topic_dead_letter: str = TOPIC_DEAD_LETTER
+    # The OTLP traces topic the live bridge reads (docs/audit.md); "": the bridge is off.
+    topic_otlp_spans: str = TOPIC_OTLP_SPANS
     app_id: str = "loopguard"
     broker_wait_seconds: float = Field(default=60.0, ge=0)  # retry an unreachable broker at start
 
@@ -203,6 +206,12 @@ class Settings(KafkaSecuritySettings):
             raise ValueError(f"topic name {value!r} must be 1-249 of [A-Za-z0-9._-]")
         return value
 
+    @field_validator("topic_otlp_spans")
+    @classmethod
+    def _otlp_topic_is_legal(cls, value: str) -> str:
+        """A legal topic name, or "" (the bridge is off)."""
+        return (value and cls._topic_name_is_legal(value)) or ""
+
     @field_validator("app_id")
     @classmethod
     def _app_id_is_legal(cls, value: str) -> str:
@@ -242,6 +251,8 @@ class Settings(KafkaSecuritySettings):
         ]
         if self.policy_topic is not None:
             topics.append(self.policy_topic)
+        if self.topic_otlp_spans:
+            topics.append(self.topic_otlp_spans)
         if len(set(topics)) != len(topics):
             problems.append(f"topic names must be distinct, got {topics}")
         if self.heartbeat_ms * 3 > self.session_timeout_ms:

@@ -11,7 +11,6 @@ __all__ = [
     "TOPIC_COMPACTIONS",
     "TOPIC_CONTROL",
     "TOPIC_DEAD_LETTER",
-    "TOPIC_OTLP_SPANS",
     "TOPIC_POLICY",
     "TOPIC_TOOL_CALLS",
 ]
@@ -20,8 +19,6 @@ TOPIC_TOOL_CALLS: Final = "loopguard.tool-calls"
 TOPIC_COMPACTIONS: Final = "loopguard.compactions"
 TOPIC_CONTROL: Final = "loopguard.control"
 TOPIC_DEAD_LETTER: Final = "loopguard.dead-letter"
-#: The OTLP traces topic the live bridge reads ("": the bridge is off; docs/audit.md).
-TOPIC_OTLP_SPANS: Final = ""
 #: The live policy (compacted, one partition, one key): `loopguard policy push` and `show`.
 TOPIC_POLICY: Final = "loopguard.policy"
 

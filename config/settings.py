@@ -21,7 +21,6 @@ from loopguard_fleet.config.defaults import (
     TOPIC_COMPACTIONS,
     TOPIC_CONTROL,
     TOPIC_DEAD_LETTER,
-    TOPIC_OTLP_SPANS,
     TOPIC_TOOL_CALLS,
 )
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, Semantics
@@ -132,8 +131,8 @@ class Settings(KafkaSecuritySettings):
     topic_compactions: str = TOPIC_COMPACTIONS
     topic_control: str = TOPIC_CONTROL
     topic_dead_letter: str = TOPIC_DEAD_LETTER
-    # The OTLP traces topic the live bridge reads (docs/audit.md); "": the bridge is off.
-    topic_otlp_spans: str = TOPIC_OTLP_SPANS
+    # The OTLP traces topic the live bridge reads (docs/audit.md); None or "": the bridge is off.
+    topic_otlp_spans: str | None = None
     app_id: str = "loopguard"
     broker_wait_seconds: float = Field(default=60.0, ge=0)  # retry an unreachable broker at start
 
@@ -198,6 +197,7 @@ class Settings(KafkaSecuritySettings):
         "topic_control",
         "topic_dead_letter",
         "policy_topic",
+        "topic_otlp_spans",
     )
     @classmethod
     def _topic_name_is_legal(cls, value: str | None) -> str | None:
@@ -206,11 +206,11 @@ class Settings(KafkaSecuritySettings):
             raise ValueError(f"topic name {value!r} must be 1-249 of [A-Za-z0-9._-]")
         return value
 
-    @field_validator("topic_otlp_spans")
+    @field_validator("topic_otlp_spans", mode="before")
     @classmethod
-    def _otlp_topic_is_legal(cls, value: str) -> str:
-        """A legal topic name, or "" (the bridge is off)."""
-        return (value and cls._topic_name_is_legal(value)) or ""
+    def _empty_otlp_topic_is_none(cls, value: object) -> object:
+        """An empty `LOOPGUARD_TOPIC_OTLP_SPANS` turns the bridge off, as an unset one."""
+        return None if value == "" else value
 
     @field_validator("app_id")
     @classmethod
@@ -251,7 +251,7 @@ class Settings(KafkaSecuritySettings):
         ]
         if self.policy_topic is not None:
             topics.append(self.policy_topic)
-        if self.topic_otlp_spans:
+        if self.topic_otlp_spans is not None:
             topics.append(self.topic_otlp_spans)
         if len(set(topics)) != len(topics):
             problems.append(f"topic names must be distinct, got {topics}")

@@ -83,6 +83,7 @@ def install_otlp_bridge(
     app = wiring.app
     raw = RawSchema()
     source = settings.topic_otlp_spans
+    assert source is not None, "the bridge is off"
     otlp = app.topic(source, schema=raw)
     tool_calls = app.topic(settings.topic_tool_calls, partitions=settings.partitions, schema=raw)
     mapping = SpanMapping(channel_tools=frozenset(settings.channel_tools))

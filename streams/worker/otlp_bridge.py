@@ -27,6 +27,7 @@ from loopguard_fleet.streams.wire.deadletter import Origin, dead_letter
 from loopguard_fleet.streams.worker.app import Wiring
 from loopguard_fleet.streams.worker.faust.batches import take_batches
 from loopguard_fleet.streams.worker.faust.bulk import messages_of
+from loopguard_fleet.streams.worker.faust.internals import drain_producer_buffer
 from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
 
 __all__ = ["IDLE_NS", "TICK_S", "WINDOW_NS", "HeldOffsets", "install_otlp_bridge"]
@@ -88,6 +89,17 @@ def install_otlp_bridge(
     tool_calls = app.topic(settings.topic_tool_calls, partitions=settings.partitions, schema=raw)
     mapping = SpanMapping(channel_tools=frozenset(settings.channel_tools))
     bridges: dict[int, tuple[SpanBridge, HeldOffsets]] = {}
+    unflushed = [False]  # something was sent since the last commit
+
+    async def delivered() -> None:
+        """Before a commit: what the bridge sent for the records it passes reached the broker
+        (the detection agent flushes only when it decided something)."""
+        if unflushed[0]:
+            unflushed[0] = False
+            await drain_producer_buffer(app)
+            await app.producer.flush()
+
+    app.before_commit.append(delivered)
 
     def bridge_of(partition: int) -> tuple[SpanBridge, HeldOffsets]:
         if partition not in bridges:
@@ -100,6 +112,7 @@ def install_otlp_bridge(
 
     def publish(partition: int, step: Step, origin: Origin, value: bytes | None) -> None:
         """Send a step's events and dead-letter its refusals; move the commit limit."""
+        unflushed[0] = unflushed[0] or bool(step.events or step.refused)
         for key, event in step.events:
             tool_calls.send_soon(key=key, value=event)
         for refusal in step.refused:

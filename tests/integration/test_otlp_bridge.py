@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 import pytest
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from loopguard_fleet.streams.kafka.admin import create_topics
 from tests.otlp import export_request, looping_script
@@ -43,6 +45,21 @@ def start_worker(
     launcher = WorkerLauncher(settings, tmp_path)
     yield launcher.start
     launcher.stop_all()
+
+
+async def _committed(kafka: KafkaIO, group: str, topic: str) -> int:
+    """How many of the OTLP topic's records the worker's group committed (2 partitions)."""
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=kafka.bootstrap, request_timeout_ms=5000,
+        **kafka.security.aiokafka_kwargs(),
+    )  # fmt: skip
+    await admin.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(2)]
+        offsets = await admin.list_consumer_group_offsets(group, partitions=tps)
+    finally:
+        await admin.close()
+    return sum(max(om.offset, 0) for om in offsets.values())
 
 
 def _replay(bootstrap: str, topic: str, policy: Path) -> list[dict[str, Any]]:
@@ -89,3 +106,9 @@ async def test_a_worker_decides_otlp_tool_spans_as_replay_of_the_otlp_topic_does
     (dead,) = await kafka.consume_count(topics.dead_letter, 1)
     assert dead.json is not None and dead.json["reason"] == "otlp_not_protobuf"
     assert dead.json["topic"] == otlp_topic
+    # Every record's spans were released: the commit reaches the end of the OTLP topic.
+    deadline = asyncio.get_running_loop().time() + 20
+    while (done := await _committed(kafka, topics.group_id, otlp_topic)) < len(payloads):
+        assert asyncio.get_running_loop().time() < deadline, f"{done} committed"
+        await asyncio.sleep(0.2)
+    assert done == len(payloads)

@@ -131,6 +131,8 @@ class Settings(KafkaSecuritySettings):
     topic_compactions: str = TOPIC_COMPACTIONS
     topic_control: str = TOPIC_CONTROL
     topic_dead_letter: str = TOPIC_DEAD_LETTER
+    # The OTLP traces topic the live bridge reads (docs/audit.md); None or "": the bridge is off.
+    topic_otlp_spans: str | None = None
     app_id: str = "loopguard"
     broker_wait_seconds: float = Field(default=60.0, ge=0)  # retry an unreachable broker at start
 
@@ -195,6 +197,7 @@ class Settings(KafkaSecuritySettings):
         "topic_control",
         "topic_dead_letter",
         "policy_topic",
+        "topic_otlp_spans",
     )
     @classmethod
     def _topic_name_is_legal(cls, value: str | None) -> str | None:
@@ -202,6 +205,12 @@ class Settings(KafkaSecuritySettings):
         if value is not None and not _TOPIC_NAME.match(value):
             raise ValueError(f"topic name {value!r} must be 1-249 of [A-Za-z0-9._-]")
         return value
+
+    @field_validator("topic_otlp_spans", mode="before")
+    @classmethod
+    def _empty_otlp_topic_is_none(cls, value: object) -> object:
+        """An empty `LOOPGUARD_TOPIC_OTLP_SPANS` turns the bridge off, as an unset one."""
+        return None if value == "" else value
 
     @field_validator("app_id")
     @classmethod
@@ -242,6 +251,8 @@ class Settings(KafkaSecuritySettings):
         ]
         if self.policy_topic is not None:
             topics.append(self.policy_topic)
+        if self.topic_otlp_spans is not None:
+            topics.append(self.topic_otlp_spans)
         if len(set(topics)) != len(topics):
             problems.append(f"topic names must be distinct, got {topics}")
         if self.heartbeat_ms * 3 > self.session_timeout_ms:

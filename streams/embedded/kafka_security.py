@@ -90,6 +90,7 @@ def loopguard_acls(
     app_id: str,
     changelog: str,
     policy: str = TOPIC_POLICY,
+    otlp_spans: str | None = None,
     worker: str = WORKER,
     runtime: str = RUNTIME,
     operator: str = OPERATOR,
@@ -118,6 +119,10 @@ def loopguard_acls(
     # creates the topic: `policy push` shows the change against the live version).
     rules += [Acl(worker, op, "topic", policy) for op in ("read", "describe", "create")]
     rules += [Acl(operator, op, "topic", policy) for op in ("write", "read", "describe", "create")]
+    # The OTLP bridge (LOOPGUARD_TOPIC_OTLP_SPANS, docs/audit.md): the workers consume the
+    # Collector's topic in their group; the Collector creates and writes it.
+    if otlp_spans is not None:
+        rules += [Acl(worker, op, "topic", otlp_spans) for op in ("read", "describe")]
     # Agent runtimes: publish their events, read verdicts and commands without a group.
     for topic in inputs:
         rules += [Acl(runtime, "write", "topic", topic), Acl(runtime, "describe", "topic", topic)]

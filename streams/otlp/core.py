@@ -41,6 +41,8 @@ class Step:
     refused: list[Refusal] = field(default_factory=list)
     skipped: int = 0  # spans of other kinds (model calls, agent spans): not tool calls
     duplicates: int = 0
+    held: list[tuple[str, str]] = field(default_factory=list)  # (run id, span id) now held
+    released: list[tuple[str, str]] = field(default_factory=list)  # (run id, span id) sent
 
 
 class SpanBridge:
@@ -67,7 +69,9 @@ class SpanBridge:
                 step.refused.append(Refusal(span.reason, detail, span.run_id))
             else:
                 added = self.order.add(span)
-                if added is Added.DUPLICATE:
+                if added is Added.HELD:
+                    step.held.append((span.run_id, span.span_id))
+                elif added is Added.DUPLICATE:
                     step.duplicates += 1
                 elif added is Added.LATE:
                     detail = (
@@ -84,8 +88,16 @@ class SpanBridge:
         self._release(step, everything=True)
         return step
 
+    def tick(self, now_ns: int) -> Step:
+        """Release what a watermark moved to `now_ns` (wall clock, no span arriving) frees."""
+        step = Step()
+        self.order.advance(now_ns)
+        self._release(step, everything=False)
+        return step
+
     def _release(self, step: Step, *, everything: bool) -> None:
         for span, seq in self.order.release(everything=everything):
             key = run_key(span.run_id)
+            step.released.append((span.run_id, span.span_id))
             for event in wire_events(span, seq, self.mapping):
                 step.events.append((key, dumps(event)))

@@ -12,7 +12,11 @@ import sys
 
 from loopguard_fleet.config import Policy, load_policy
 from loopguard_fleet.config.settings import Settings
-from loopguard_fleet.streams.cli_errors import EXIT_BROKER_REFUSED, EXIT_BROKER_UNREACHABLE
+from loopguard_fleet.streams.cli_errors import (
+    EXIT_BROKER_REFUSED,
+    EXIT_BROKER_UNREACHABLE,
+    EXIT_USAGE,
+)
 from loopguard_fleet.streams.kafka.admin import create_topics
 from loopguard_fleet.streams.kafka.broker_wait import BrokerUnreachable, retry_until_reachable
 from loopguard_fleet.streams.kafka.policy_topic import ensure_policy_topic, read_policy_records
@@ -107,15 +111,34 @@ def assemble(
         processor.fleet_link = install_fleet(
             wiring, settings, policy.fleet, processor.fleet, processor.note_read, metrics
         )
+    if settings.topic_otlp_spans:  # the live OTLP bridge (docs/audit.md); the [otlp] extra
+        from loopguard_fleet.streams.worker.otlp_bridge import install_otlp_bridge
+
+        install_otlp_bridge(wiring, settings, processor.note_read, metrics)
     if settings.malloc_trim:  # last hook: after the checkpoint and its producer drain
         wiring.app.before_commit.append(HeapTrimmer(glibc_malloc_trim()).after_checkpoint)
     return wiring, processor
+
+
+def _otlp_extra_installed() -> bool:
+    """Whether the OTLP decoder (the [otlp] extra) imports."""
+    try:
+        import loopguard_fleet.streams.otlp.decode  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def run_worker(settings: Settings) -> int:
     """Create the topics and run a worker until it is stopped; returns the exit code."""
     policy_check = _policy(settings)  # fail before touching the broker
     del policy_check
+    if settings.topic_otlp_spans and not _otlp_extra_installed():
+        sys.stderr.write(
+            "loopguard worker: LOOPGUARD_TOPIC_OTLP_SPANS needs the optional extra: "
+            "pip install 'loopguard-fleet[otlp]'\n"
+        )
+        return EXIT_USAGE
     if settings.malloc_trim:  # before the buffers it is for (streams/worker/memory.py)
         fix_mmap_threshold()
     loop = asyncio.new_event_loop()

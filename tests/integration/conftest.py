@@ -306,6 +306,7 @@ async def grant_workers(
     dead_letter: str,
     app_id: str,
     policy: str = TOPIC_POLICY,
+    otlp_spans: str | None = None,
 ) -> None:
     """On kafka-secure, the least-privilege ACLs (docs/security.md) for one deployment's
     topics and group; elsewhere nothing (no authorizer)."""
@@ -319,6 +320,7 @@ async def grant_workers(
         app_id=app_id,
         changelog=f"{app_id}-loopguard-runs-changelog",  # streams/worker/app.py
         policy=policy,
+        otlp_spans=otlp_spans,
     )
     await create_acls(broker.bootstrap, broker.credentials(ADMIN), acls)
 

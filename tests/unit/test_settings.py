@@ -127,3 +127,16 @@ def test_derived_values() -> None:
     s = Settings(broker="kafka://a:1;b:2", data_dir=Path("/d"), app_id="lg", web_port=7000)
     assert s.bootstrap_servers == ["a:1", "b:2"]
     assert s.worker_data_dir == Path("/d/lg-7000")
+
+
+def test_the_otlp_bridge_is_off_unless_a_legal_distinct_topic_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Settings().topic_otlp_spans is None
+    monkeypatch.setenv("LOOPGUARD_TOPIC_OTLP_SPANS", "")
+    assert Settings().topic_otlp_spans is None
+    monkeypatch.setenv("LOOPGUARD_TOPIC_OTLP_SPANS", "otlp_spans")
+    assert Settings().topic_otlp_spans == "otlp_spans"
+    for bad in ("otlp spans", "loopguard.tool-calls"):
+        with pytest.raises(ValidationError, match="topic"):
+            Settings(topic_otlp_spans=bad)

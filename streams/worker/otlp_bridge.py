@@ -1,0 +1,160 @@
+"""The live OTLP bridge (docs/audit.md, "Live: the OTLP bridge"): a Faust agent of the worker
+reads the OTLP traces topic, turns its tool spans into wire events (`SpanBridge`, the core the
+offline `--input-format otlp` uses) and publishes them keyed by run id on the tool-calls
+topic, where the detection agent decides them as any runtime's.
+
+An agent of the worker, not a separate role: it joins the worker's consumer group and its
+commit, so the OTLP topic's offsets go through the same checkpoint limits (`note_read`) as the
+fleet task's. One `SpanBridge` per OTLP partition, fed in offset order: the same topic gives
+the same events. A record is committed only once none of its spans is held any more
+(`HeldOffsets`): a crash re-reads the records whose spans the reorder window still held.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from loopguard_fleet.config.settings import Settings
+from loopguard_fleet.streams.otlp.core import SpanBridge, Step
+from loopguard_fleet.streams.otlp.mapping import SpanMapping
+from loopguard_fleet.streams.otlp.order import SpanOrder
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.wire.codec import encode
+from loopguard_fleet.streams.wire.deadletter import Origin, dead_letter
+from loopguard_fleet.streams.worker.app import Wiring
+from loopguard_fleet.streams.worker.faust.batches import take_batches
+from loopguard_fleet.streams.worker.faust.bulk import messages_of
+from loopguard_fleet.streams.worker.faust.internals import drain_producer_buffer
+from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
+
+__all__ = ["IDLE_NS", "TICK_S", "WINDOW_NS", "HeldOffsets", "install_otlp_bridge"]
+
+#: How long (span time) a span is held for its run's earlier spans to arrive: a Collector
+#: batch's delay, with margin.
+WINDOW_NS: Final = 2_000_000_000
+#: A run quiet this long in span time forgets the span ids it saw (its duplicates' dedupe).
+IDLE_NS: Final = 3_600 * 1_000_000_000
+#: How often the wall clock moves the watermark when no span arrives, so a run's last spans
+#: are released a window after they started.
+TICK_S: Final = 0.5
+
+
+@dataclass(slots=True)
+class HeldOffsets:
+    """One OTLP partition's records whose spans are still held: how far a commit may go."""
+
+    spans: dict[tuple[str, str], int] = field(default_factory=dict)  # (run, span) -> offset
+    count: dict[int, int] = field(default_factory=dict)  # offset -> spans held
+    next_offset: int | None = None  # after the last record read
+
+    def note(self, offset: int | None, step: Step) -> None:
+        """Account a step: the record at `offset` (None: a tick) and what it held and released."""
+        if offset is not None:
+            self.next_offset = offset + 1
+            for span in step.held:
+                self.spans[span] = offset
+                self.count[offset] = self.count.get(offset, 0) + 1
+        for span in step.released:
+            held_at = self.spans.pop(span, None)
+            if held_at is not None:
+                left = self.count[held_at] - 1
+                if left:
+                    self.count[held_at] = left
+                else:
+                    del self.count[held_at]
+
+    def commit_below(self) -> int | None:
+        """The first offset a commit may not pass (None: nothing read yet)."""
+        if self.count:
+            return min(self.count)
+        return self.next_offset
+
+
+def install_otlp_bridge(
+    wiring: Wiring,
+    settings: Settings,
+    note_read: Callable[[str, int, int], None],
+    metrics: Metrics,
+) -> None:
+    """Register the bridge agent on `settings.topic_otlp_spans` and its wall-clock tick.
+    `note_read`: the detection agent's, so that commits pass only released records."""
+    app = wiring.app
+    raw = RawSchema()
+    source = settings.topic_otlp_spans
+    assert source is not None, "the bridge is off"
+    otlp = app.topic(source, schema=raw)
+    tool_calls = app.topic(settings.topic_tool_calls, partitions=settings.partitions, schema=raw)
+    mapping = SpanMapping(channel_tools=frozenset(settings.channel_tools))
+    bridges: dict[int, tuple[SpanBridge, HeldOffsets]] = {}
+    unflushed = [False]  # something was sent since the last commit
+
+    async def delivered() -> None:
+        """Before a commit: what the bridge sent for the records it passes reached the broker
+        (the detection agent flushes only when it decided something)."""
+        if unflushed[0]:
+            unflushed[0] = False
+            await drain_producer_buffer(app)
+            await app.producer.flush()
+
+    app.before_commit.append(delivered)
+
+    def bridge_of(partition: int) -> tuple[SpanBridge, HeldOffsets]:
+        if partition not in bridges:
+            order = SpanOrder(WINDOW_NS, idle_ns=WINDOW_NS + IDLE_NS)
+            bridges[partition] = (
+                SpanBridge(mapping, order, settings.max_message_bytes),
+                HeldOffsets(),
+            )
+        return bridges[partition]
+
+    def publish(partition: int, step: Step, origin: Origin, value: bytes | None) -> None:
+        """Send a step's events and dead-letter its refusals; move the commit limit."""
+        unflushed[0] = unflushed[0] or bool(step.events or step.refused)
+        for key, event in step.events:
+            tool_calls.send_soon(key=key, value=event)
+        for refusal in step.refused:
+            record = dead_letter(
+                origin,
+                value if refusal.whole_message else None,
+                refusal.reason,
+                refusal.detail,
+                prefix_bytes=settings.dead_letter_prefix_bytes,
+                run_id=refusal.run_id,
+            )
+            wiring.dead_letter.send_soon(key=origin.key, value=encode(record))
+            metrics.count_rejected(refusal.reason)
+        below = bridges[partition][1].commit_below()
+        if below is not None:
+            note_read(source, partition, below - 1)
+
+    @app.agent(otlp, name="loopguard-otlp-bridge", concurrency=1)
+    async def otlp_bridge(stream: Any) -> None:
+        """Feed each OTLP partition's payloads to its bridge, in offset order."""
+        async for events in take_batches(stream, settings.batch_max_events):
+            for msg in messages_of(events):
+                bridge, held = bridge_of(msg.partition)
+                step = bridge.feed(msg.value)
+                held.note(msg.offset, step)
+                origin = Origin(msg.topic, msg.partition, msg.offset, None, msg.key)
+                publish(msg.partition, step, origin, msg.value)
+
+    @app.timer(interval=TICK_S)  # type: ignore[untyped-decorator]  # Faust's timer decorator is untyped
+    async def otlp_tick() -> None:
+        """Release the spans the wall clock's watermark frees (no span arriving)."""
+        now_ns = time.time_ns()
+        for partition, (bridge, held) in bridges.items():
+            step = bridge.tick(now_ns)
+            held.note(None, step)
+            publish(partition, step, Origin(source, partition, -1), None)
+
+    @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # mode types receivers as sync
+    async def forget_revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
+        """Drop the held spans of partitions that move: their records were not committed,
+        so the next owner reads them again."""
+        revoked = args[0] if args else kwargs.get("revoked", ())
+        for tp in revoked:
+            if tp.topic == source:
+                bridges.pop(tp.partition, None)

@@ -325,8 +325,15 @@ async def grant_workers(
     await create_acls(broker.bootstrap, broker.credentials(ADMIN), acls)
 
 
-async def grant_topic_set(broker: SessionBroker, ts: TopicSet) -> None:
-    """`grant_workers` for one test's topic set (its group id is the worker's app id)."""
+async def grant_topic_set(
+    broker: SessionBroker,
+    ts: TopicSet,
+    *,
+    policy: str = TOPIC_POLICY,
+    otlp_spans: str | None = None,
+) -> None:
+    """`grant_workers` for one test's topic set (its group id is the worker's app id), with
+    the policy and OTLP topics it names."""
     await grant_workers(
         broker,
         tool_calls=ts.tool_calls,
@@ -334,6 +341,8 @@ async def grant_topic_set(broker: SessionBroker, ts: TopicSet) -> None:
         control=ts.control,
         dead_letter=ts.dead_letter,
         app_id=ts.group_id,
+        policy=policy,
+        otlp_spans=otlp_spans,
     )
 
 

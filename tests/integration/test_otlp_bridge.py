@@ -27,7 +27,7 @@ from .conftest import (
     SessionBroker,
     TopicSet,
     deployment_settings,
-    grant_workers,
+    grant_topic_set,
     operator_security,
 )
 from .test_worker import of_run
@@ -40,15 +40,7 @@ POLICY = {"tools": {"loopDetection": {"enabled": True}}}
 async def otlp_topic(broker: SessionBroker, topics: TopicSet) -> str:
     """This test's OTLP topic, granted to the workers as docs/security.md says."""
     name = f"{topics.tool_calls}.otlp"
-    await grant_workers(
-        broker,
-        tool_calls=topics.tool_calls,
-        compactions=topics.compactions,
-        control=topics.control,
-        dead_letter=topics.dead_letter,
-        app_id=topics.group_id,
-        otlp_spans=name,
-    )
+    await grant_topic_set(broker, topics, otlp_spans=name)
     return name
 
 

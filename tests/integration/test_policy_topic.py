@@ -23,7 +23,7 @@ from .conftest import (
     SessionBroker,
     TopicSet,
     deployment_settings,
-    grant_workers,
+    grant_topic_set,
 )
 from .test_worker import of_run, produce
 
@@ -36,15 +36,7 @@ OBSERVE = {"tools": {"loopDetection": {"enabled": True}}, "loopguard": {"mode": 
 async def policy_topic(broker: SessionBroker, topics: TopicSet) -> str:
     """This test's own policy topic (the worker creates it), granted as docs/security.md says."""
     name = f"{topics.group_id}.policy"
-    await grant_workers(
-        broker,
-        tool_calls=topics.tool_calls,
-        compactions=topics.compactions,
-        control=topics.control,
-        dead_letter=topics.dead_letter,
-        app_id=topics.group_id,
-        policy=name,
-    )
+    await grant_topic_set(broker, topics, policy=name)
     return name
 
 

@@ -27,13 +27,6 @@ from tests.otlp import Call, export_request, looping_script, otlp_json_line, wir
 ON = {"tools": {"loopDetection": {"enabled": True}}}
 
 
-@pytest.fixture
-def policy(tmp_path: Path) -> str:
-    path = tmp_path / "on.json5"
-    path.write_text(json.dumps(ON))
-    return str(path)
-
-
 def _shuffled_batches(calls: list[Call], size: int, seed: int) -> list[list[Call]]:
     """Batches of calls in an arrival order that is not their start order (spans reach the
     Collector when they end, from several processes)."""

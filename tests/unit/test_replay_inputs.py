@@ -24,13 +24,6 @@ GOLDEN = REPO / "tests" / "golden" / "expected" / "openclaw-P1-r5.decisions.json
 ON = {"tools": {"loopDetection": {"enabled": True}}}
 
 
-@pytest.fixture
-def policy(tmp_path: Path) -> str:
-    path = tmp_path / "on.json5"
-    path.write_text(json.dumps(ON))
-    return str(path)
-
-
 def _replay_file(path: Path, policy: str, tmp_path: Path) -> bytes:
     out = tmp_path / "out.jsonl"
     assert main(["replay", str(path), "--policy", policy, "--output", str(out), "--quiet"]) == 0

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 from loopguard_fleet.streams.audit.inputs import FileInput, InputItem, RefusedItem, TopicInput
+from loopguard_fleet.streams.otlp import OTLP_EXTRA
 
 if TYPE_CHECKING:  # the [otlp] extra: imported only when an OTLP input is made
     from loopguard_fleet.streams.otlp.core import SpanBridge, Step
@@ -28,13 +29,10 @@ __all__ = [
     "otlp_input",
 ]
 
-#: What installs the OTLP decoder (opentelemetry-proto and protobuf).
-OTLP_EXTRA: Final = "pip install 'loopguard-fleet[otlp]'"
 #: A payload larger than this is refused: a Collector batch is far below it (its Kafka
 #: exporter sends at most 1 MB a message; a file line is one export request).
 MAX_OTLP_PAYLOAD_BYTES: Final = 64 * 1024 * 1024
 #: A run quiet this long in span time, past the window, forgets the span ids it saw.
-_IDLE_NS: Final = 3_600 * 1_000_000_000
 #: "Hold every span until the end of the input": a window no span time reaches.
 _WHOLE_INPUT_NS: Final = 1 << 62
 
@@ -133,5 +131,5 @@ def otlp_input(
     if run_id_keys:
         mapping = replace(mapping, run_id_keys=tuple(run_id_keys))  # trace id: the fallback
     window_ns = _WHOLE_INPUT_NS if window_s is None else int(window_s * 1_000_000_000)
-    order = SpanOrder(window_ns, idle_ns=window_ns + _IDLE_NS)
+    order = SpanOrder.with_window(window_ns)
     return OtlpInput(source, SpanBridge(mapping, order, MAX_OTLP_PAYLOAD_BYTES))

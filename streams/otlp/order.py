@@ -18,10 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Final
 
 from loopguard_fleet.streams.otlp.mapping import ToolSpan
 
-__all__ = ["Added", "SpanOrder", "seq_of"]
+__all__ = ["IDLE_NS", "Added", "SpanOrder", "seq_of"]
+
+#: A run quiet this long (span time) past its reorder window forgets the span ids it saw:
+#: how long a Collector's retried span is still recognised as a duplicate.
+IDLE_NS: Final = 3_600 * 1_000_000_000
 
 
 class Added(Enum):
@@ -58,6 +63,11 @@ class SpanOrder:
         self.idle_ns = idle_ns  # a run quiet this long in event time is forgotten
         self.watermark_ns = 0
         self._runs: dict[str, _Run] = {}
+
+    @classmethod
+    def with_window(cls, window_ns: int) -> SpanOrder:
+        """An order with this reorder window that forgets a run `IDLE_NS` after it."""
+        return cls(window_ns, idle_ns=window_ns + IDLE_NS)
 
     def add(self, span: ToolSpan) -> Added:
         """Take one span: held until released, or refused as a duplicate or late."""

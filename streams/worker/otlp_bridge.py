@@ -30,13 +30,11 @@ from loopguard_fleet.streams.worker.faust.bulk import messages_of
 from loopguard_fleet.streams.worker.faust.internals import drain_producer_buffer
 from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
 
-__all__ = ["IDLE_NS", "TICK_S", "WINDOW_NS", "HeldOffsets", "install_otlp_bridge"]
+__all__ = ["TICK_S", "WINDOW_NS", "HeldOffsets", "install_otlp_bridge"]
 
 #: How long (span time) a span is held for its run's earlier spans to arrive: a Collector
 #: batch's delay, with margin.
 WINDOW_NS: Final = 2_000_000_000
-#: A run quiet this long in span time forgets the span ids it saw (its duplicates' dedupe).
-IDLE_NS: Final = 3_600 * 1_000_000_000
 #: How often the wall clock moves the watermark when no span arrives, so a run's last spans
 #: are released a window after they started.
 TICK_S: Final = 0.5
@@ -103,7 +101,7 @@ def install_otlp_bridge(
 
     def bridge_of(partition: int) -> tuple[SpanBridge, HeldOffsets]:
         if partition not in bridges:
-            order = SpanOrder(WINDOW_NS, idle_ns=WINDOW_NS + IDLE_NS)
+            order = SpanOrder.with_window(WINDOW_NS)
             bridges[partition] = (
                 SpanBridge(mapping, order, settings.max_message_bytes),
                 HeldOffsets(),

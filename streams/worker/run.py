@@ -21,6 +21,7 @@ from loopguard_fleet.streams.kafka.admin import create_topics
 from loopguard_fleet.streams.kafka.broker_wait import BrokerUnreachable, retry_until_reachable
 from loopguard_fleet.streams.kafka.policy_topic import ensure_policy_topic, read_policy_records
 from loopguard_fleet.streams.kafka.security import BrokerRefused, ClientSecurity
+from loopguard_fleet.streams.otlp import OTLP_EXTRA
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.outbox import BatchOutbox, Outbox
 from loopguard_fleet.streams.worker.agent import RunProcessor, install_agent
@@ -135,8 +136,7 @@ def run_worker(settings: Settings) -> int:
     del policy_check
     if settings.topic_otlp_spans and not _otlp_extra_installed():
         sys.stderr.write(
-            "loopguard worker: LOOPGUARD_TOPIC_OTLP_SPANS needs the optional extra: "
-            "pip install 'loopguard-fleet[otlp]'\n"
+            f"loopguard worker: LOOPGUARD_TOPIC_OTLP_SPANS needs the optional extra: {OTLP_EXTRA}\n"
         )
         return EXIT_USAGE
     if settings.malloc_trim:  # before the buffers it is for (streams/worker/memory.py)

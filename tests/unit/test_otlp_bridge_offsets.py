@@ -7,7 +7,7 @@ from __future__ import annotations
 from loopguard_fleet.streams.otlp.core import SpanBridge, Step
 from loopguard_fleet.streams.otlp.mapping import SpanMapping
 from loopguard_fleet.streams.otlp.order import SpanOrder
-from loopguard_fleet.streams.worker.otlp_bridge import IDLE_NS, WINDOW_NS, HeldOffsets
+from loopguard_fleet.streams.worker.otlp_bridge import WINDOW_NS, HeldOffsets
 from tests.otlp import T0_NS, export_request, looping_script
 
 CALLS = {c.n: c for c in looping_script()}  # call n starts n s after T0, lasts 0.4 s
@@ -20,7 +20,7 @@ LATER_NS = T0_NS + 3_600 * 1_000_000_000
 
 
 def _bridge() -> SpanBridge:
-    return SpanBridge(SpanMapping(), SpanOrder(WINDOW_NS, WINDOW_NS + IDLE_NS), 1 << 20)
+    return SpanBridge(SpanMapping(), SpanOrder.with_window(WINDOW_NS), 1 << 20)
 
 
 def test_a_record_is_committed_only_once_its_spans_are_released() -> None:

@@ -82,7 +82,8 @@ async def _measure(
     return latencies, timeouts
 
 
-def _pct(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
+    """The `q` quantile (0..1) of `values` (nearest rank), to 0.01."""
     s = sorted(values)
     return round(s[min(len(s) - 1, int(q * len(s)))], 2)
 
@@ -108,7 +109,7 @@ def main() -> None:
                 print(json.dumps({
                     "workload": "client-verdict", "figure": figure, "unit": "ms",
                     "broker": args.broker, "fetch_max_wait_ms": wait,
-                    "value": _pct(latencies, q),
+                    "value": percentile(latencies, q),
                     "max": round(max(latencies), 2), "calls": calls, "timeouts": timeouts,
                     "baseline": f"fetch_max_wait_ms={BASELINE_WAIT_MS} (the previous default)",
                     "loadavg_1m": round(os.getloadavg()[0], 2),

@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.client_verdict import start_up  # noqa: E402
+from bench.client_verdict import percentile, start_up  # noqa: E402
 from loopguard_fleet.config.defaults import TOPIC_POLICY  # noqa: E402
 from loopguard_fleet.config.policy_record import encode_policy_record, read_policy_record  # noqa: E402
 from loopguard_fleet.streams.client import RuntimeClient  # noqa: E402
@@ -137,13 +137,6 @@ async def _bench(address: str, pushes: int) -> tuple[list[float], list[float], i
     return reloads, probe.round_trips_ms, misses
 
 
-def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    return round(s[min(len(s) - 1, int(q * len(s)))], 1)
-
-
 def main() -> None:
     """Measure and print one JSON line per figure."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -165,9 +158,10 @@ def main() -> None:
               "pushes": pushes, "missed": misses, "each_ms": [round(r) for r in reloads],
               "loadavg_1m": round(os.getloadavg()[0], 2)}  # fmt: skip
     for figure, q in (("reload_p50_ms", 0.5), ("reload_max_ms", 1.0)):
-        print(json.dumps({**common, "figure": figure, "unit": "ms", "value": _pct(reloads, q),
-                          "target": "<= 1000",
-                          "baseline": _pct(round_trips, 0.5 if q == 0.5 else 0.99),
+        value = percentile(reloads, q) if reloads else None  # None: every push missed
+        baseline = percentile(round_trips, 0.5 if q == 0.5 else 0.99) if round_trips else None
+        print(json.dumps({**common, "figure": figure, "unit": "ms", "value": value,
+                          "target": "<= 1000", "baseline": baseline,
                           "baseline_is": "the probe's verdict round trip (p50 / p99)"}),
               flush=True)  # fmt: skip
 

@@ -156,7 +156,8 @@ _OTLP_FLAGS = (
 
 def _otlp(args: argparse.Namespace, source: FileInput | TopicInput) -> OtlpInput:
     """`source` read as OTLP traces, or one line naming the extra that reads them."""
-    from loopguard_fleet.streams.audit.otlp_input import OTLP_EXTRA, otlp_input
+    from loopguard_fleet.streams.audit.otlp_input import otlp_input
+    from loopguard_fleet.streams.otlp import OTLP_EXTRA
 
     keys = [k.strip() for k in (args.otlp_run_id_keys or "").split(",") if k.strip()]
     try:

@@ -16,14 +16,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 from loopguard_fleet.streams.audit.inputs import FileInput, InputItem, RefusedItem, TopicInput
-from loopguard_fleet.streams.otlp import OTLP_EXTRA
 
 if TYPE_CHECKING:  # the [otlp] extra: imported only when an OTLP input is made
     from loopguard_fleet.streams.otlp.core import SpanBridge, Step
 
 __all__ = [
     "MAX_OTLP_PAYLOAD_BYTES",
-    "OTLP_EXTRA",
     "OtlpCounts",
     "OtlpInput",
     "otlp_input",
@@ -32,8 +30,7 @@ __all__ = [
 #: A payload larger than this is refused: a Collector batch is far below it (its Kafka
 #: exporter sends at most 1 MB a message; a file line is one export request).
 MAX_OTLP_PAYLOAD_BYTES: Final = 64 * 1024 * 1024
-#: A run quiet this long in span time, past the window, forgets the span ids it saw.
-#: "Hold every span until the end of the input": a window no span time reaches.
+#: "Hold every span until the end of the input": a reorder window no span time reaches.
 _WHOLE_INPUT_NS: Final = 1 << 62
 
 

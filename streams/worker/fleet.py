@@ -30,18 +30,13 @@ from loopguard_fleet.streams.worker.faust.batches import take_batches
 from loopguard_fleet.streams.worker.faust.bulk import messages_of
 from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
 
-__all__ = ["TICK_EVERY_MS", "FleetLink", "fleet_topic", "install_fleet"]
+__all__ = ["TICK_EVERY_MS", "FleetLink", "install_fleet"]
 
 log = logging.getLogger(__name__)
 
 #: How far a worker's event time moves before it tells the fleet partitions (ticks bound the
 #: signals' delay after the last contribution, resolutions included).
 TICK_EVERY_MS: Final = 500
-
-
-def fleet_topic(settings: Settings) -> str:
-    """Name of the fleet topic: contributions keyed by signature, and ticks."""
-    return fleet_topic_of(settings.app_id)
 
 
 @dataclass(slots=True)
@@ -80,7 +75,7 @@ def install_fleet(
     `note_read`: the detection agent's, so that the commit passes what the task processed."""
     app = wiring.app
     raw = RawSchema()
-    topic = app.topic(fleet_topic(settings), partitions=settings.partitions, schema=raw)
+    topic = app.topic(fleet_topic_of(settings.app_id), partitions=settings.partitions, schema=raw)
     tool_calls = app.topic(settings.topic_tool_calls, partitions=settings.partitions, schema=raw)
     link = FleetLink(stage, topic, settings.partitions)
     task = FleetTask(fleet)

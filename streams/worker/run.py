@@ -11,6 +11,7 @@ import logging
 import sys
 
 from loopguard_fleet.config import Policy, load_policy
+from loopguard_fleet.config.defaults import fleet_topic_of
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.streams.cli_errors import (
     EXIT_BROKER_REFUSED,
@@ -33,7 +34,7 @@ from loopguard_fleet.streams.worker.broker_watch import (
 )
 from loopguard_fleet.streams.worker.exactly_once import TransactionalOutbox
 from loopguard_fleet.streams.worker.faust.internals import QuietWorker
-from loopguard_fleet.streams.worker.fleet import fleet_topic, install_fleet
+from loopguard_fleet.streams.worker.fleet import install_fleet
 from loopguard_fleet.streams.worker.memory import HeapTrimmer, fix_mmap_threshold, glibc_malloc_trim
 from loopguard_fleet.streams.worker.policy_follower import PolicyFollower, initial_policy
 
@@ -54,7 +55,7 @@ async def ensure_topics(settings: Settings, wait_s: float = 15.0) -> None:
     await create_topics(
         settings.bootstrap_servers,
         [*settings.input_topics, settings.topic_control, settings.topic_dead_letter, changelog]
-        + ([fleet_topic(settings)] if _policy(settings).fleet.enabled else []),
+        + ([fleet_topic_of(settings.app_id)] if _policy(settings).fleet.enabled else []),
         settings.partitions,
         replication_factor=settings.replication_factor,
         configs={changelog: {"cleanup.policy": "compact"}},

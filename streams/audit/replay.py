@@ -308,8 +308,8 @@ class Replayer:
         if self.outputs.decisions:
             self.outputs.decisions.clear()
         ev = self.driver.accept(msg, obj)
-        if ev is None:
-            return self._refused(line)
+        if ev is None:  # refused, or a control record applied (a policy switch: no output)
+            return self._refused(line) if self.outputs.dead_letters else []
         return self._feed(ev, publish=True)
 
     def feed_event(self, ev: Event, verdict: GivenVerdict = NO_VERDICT_YET) -> list[Decision]:

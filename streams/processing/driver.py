@@ -42,6 +42,13 @@ from loopguard_fleet.streams.processing.partition import (
     Snapshot,
     snapshot_state,
 )
+from loopguard_fleet.streams.processing.policy_switch import (
+    SWITCH_KEY,
+    SWITCH_TYPE,
+    InForce,
+    read_switch,
+    stored_switch,
+)
 from loopguard_fleet.streams.processing.stored import decode_stored, encode_stored
 from loopguard_fleet.streams.wire.codec import InputRejected, decode_object, encode, run_key
 from loopguard_fleet.streams.wire.deadletter import Origin, dead_letter
@@ -57,6 +64,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_UNLOADED: Any = object()  # a partition whose stored switch record was not looked up yet
 
 
 class Message(Protocol):
@@ -158,7 +167,11 @@ class RunDriver:
         offline: bool = False,
         fleet: FleetStage | None = None,
     ) -> None:
-        self._policy = policy
+        self._base = InForce(policy)  # a partition's policy until its first switch record
+        # Each input partition's policy once a switch record was read on it (docs/policy.md,
+        # "Where a switch applies"); None: the partition has none stored.
+        self._in_force: dict[int, InForce | None] = {}
+        self._switched: dict[int, bytes] = {}  # switch records the next checkpoint stores
         self._fleet = fleet
         self.event_ms = 0  # the event time of the message being applied (fleet stage only)
         self._offline = offline
@@ -166,23 +179,59 @@ class RunDriver:
         self._store = store
         self._outputs = outputs
         self._metrics = metrics
-        self._thresholds: dict[str | None, Thresholds] = {}
-        self._tuned = policy.has_tool_tuning
         self._partitions: dict[int, PartitionRuns] = {}
         self._hot = HotRuns(limits.hot_runs)
 
     @property
     def policy(self) -> Policy:
-        """The policy deciding now."""
-        return self._policy
+        """The policy of partitions that read no switch record."""
+        return self._base.policy
 
     def set_policy(self, policy: Policy) -> None:
-        """Decide the next events with another policy; run states and partitions stay.
+        """Decide the next events of partitions without a switch record with another policy;
+        run states and partitions stay.
 
         The fleet stage keeps the fleet settings it was built with (docs/fleet.md)."""
-        self._policy = policy
-        self._thresholds = {}
-        self._tuned = policy.has_tool_tuning
+        self._base = InForce(policy)
+
+    def policy_of(self, partition: int) -> Policy:
+        """The policy deciding a partition's next event."""
+        return self._policy_in(partition).policy
+
+    def _policy_in(self, partition: int) -> InForce:
+        """A partition's policy: its last switch record's (loaded from the store on first use
+        since assignment), else the base policy."""
+        in_force = self._in_force.get(partition, _UNLOADED)
+        if in_force is _UNLOADED:
+            in_force = self._in_force[partition] = self._load_switch(partition)
+        return in_force if in_force is not None else self._base
+
+    def _load_switch(self, partition: int) -> InForce | None:
+        """The switch record stored for a partition, if any (an unreadable one: none)."""
+        raw = self._store.get(partition, SWITCH_KEY)
+        if raw is None:
+            return None
+        try:
+            return InForce(read_switch(decode_object(raw, len(raw)), self._base.policy))
+        except InputRejected:
+            log.exception("dropping the unreadable policy switch of partition %d", partition)
+            return None
+
+    def _apply_switch(self, msg: Message, obj: dict[str, Any]) -> None:
+        """A `policy_switch` input record: its partition decides its next events with the
+        record's policy. It is stored by the next checkpoint, with the run states its offset
+        covers (a restart or a rebalance loads it back with the partition and reads the events
+        after that checkpoint again, with the version they were decided with). The version
+        in force already: nothing changes (a record sent again)."""
+        policy = read_switch(obj, self._base.policy)
+        partition = msg.partition
+        if self._policy_in(partition).policy.version == policy.version:
+            return
+        self._in_force[partition] = InForce(policy)
+        self._switched[partition] = stored_switch(obj)
+        self._metrics.set_policy(policy.version)
+        log.info("partition %d decides with policy %s from offset %d", partition,
+                 policy.version, msg.offset)  # fmt: skip
 
     @property
     def has_fleet(self) -> bool:
@@ -192,7 +241,7 @@ class RunDriver:
     @property
     def has_dirty(self) -> bool:
         """True when a checkpoint has runs to write."""
-        return any(p.dirty for p in self._partitions.values())
+        return bool(self._switched) or any(p.dirty for p in self._partitions.values())
 
     @property
     def partitions(self) -> Mapping[int, PartitionRuns]:
@@ -247,6 +296,9 @@ class RunDriver:
         try:
             if obj is None:
                 obj = decode_object(msg.value, self._limits.max_message_bytes)
+            if obj.get("type") == SWITCH_TYPE:
+                self._apply_switch(msg, obj)
+                return None  # applied to the partition's policy: no run event
             if self._fleet is not None and obj.get("type") == "fleet_signal":
                 self._apply_signal(msg, obj)
                 return None  # applied to the partition's firing set: no run event
@@ -294,9 +346,10 @@ class RunDriver:
         saved = state.save()
         # effective_agent and the thresholds cache, inlined: this is the worker's hot path
         agent = state.agent_id if state.agent_id is not None else ev.agent_id
-        th = self._thresholds.get(agent) or self.thresholds(agent)
-        if self._tuned and ev.call is not None:
-            th = self._policy.for_call(agent, ev.call.tool)  # loopguard.tools: per-tool tuning
+        in_force = self._in_force.get(partition) or self._policy_in(partition)
+        th = in_force.thresholds.get(agent) or in_force.for_agent(agent)
+        if in_force.tuned and ev.call is not None:
+            th = in_force.policy.for_call(agent, ev.call.tool)  # loopguard.tools: per-tool tuning
         fleet = self._fleet
         signals: list[Decision] = []
         try:
@@ -341,7 +394,11 @@ class RunDriver:
     def take_dirty(self) -> list[TakenRun]:
         """Each changed run as it is now (its state copied, ~1 µs, or its packed bytes), no
         longer dirty: the worker's checkpoint writes them with `write_taken` while batches go
-        on (its agent)."""
+        on (its agent). The partitions' policy switches read since the last call are stored
+        now: they belong to the same offsets as the runs taken."""
+        for partition, record in self._switched.items():
+            self._store.put(partition, SWITCH_KEY, record)
+        self._switched.clear()
         taken: list[TakenRun] = []
         for partition, runs in self._partitions.items():
             for key, run in runs.dirty.items():
@@ -381,6 +438,8 @@ class RunDriver:
     def forget(self, partitions: Iterable[int]) -> None:
         """Drop everything held for partitions whose ownership changed (revoke or assign)."""
         for p in partitions:
+            self._in_force.pop(p, None)
+            self._switched.pop(p, None)
             runs = self._partitions.pop(p, None)
             if runs is not None:
                 self._hot.discard(runs.live.values())
@@ -461,22 +520,20 @@ class RunDriver:
             return LiveRun(RunState())
         return LiveRun(RunState()) if self._is_idle(stamp_ms, now) else LiveRun(state, stamp_ms)
 
-    def thresholds(self, agent_id: str | None) -> Thresholds:
-        """Thresholds of an agent (cached until the policy is replaced)."""
-        th = self._thresholds.get(agent_id)
-        if th is None:
-            th = self._thresholds[agent_id] = self._policy.for_agent(agent_id)
-        return th
+    def thresholds(self, agent_id: str | None, partition: int = 0) -> Thresholds:
+        """Thresholds of an agent under a partition's policy."""
+        return self._policy_in(partition).for_agent(agent_id)
 
-    def call_thresholds(self, agent_id: str | None, tool: str | None) -> Thresholds:
-        """Thresholds of an agent for one call of a (normalised) tool; None: no call."""
-        if tool is None or not self._tuned:
-            return self.thresholds(agent_id)
-        return self._policy.for_call(agent_id, tool)
+    def call_thresholds(
+        self, agent_id: str | None, tool: str | None, partition: int = 0
+    ) -> Thresholds:
+        """Thresholds of an agent for one call of a (normalised) tool under a partition's
+        policy; None: no call."""
+        return self._policy_in(partition).for_call(agent_id, tool)
 
-    def tool_table(self) -> dict[str, dict[str, dict[str, object]]]:
-        """The policy's effective per-tool settings (empty without per-tool tuning)."""
-        return self._policy.tool_table()
+    def tool_table(self, partition: int = 0) -> dict[str, dict[str, dict[str, object]]]:
+        """A partition's policy's effective per-tool settings (empty without tuning)."""
+        return self._policy_in(partition).policy.tool_table()
 
     def _publish(self, key: bytes, decision: Decision) -> bool:
         """Queue one decision for the control topic and count it; True for a verdict. A fleet

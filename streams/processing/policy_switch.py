@@ -1,0 +1,86 @@
+"""Policy switches as input records (docs/policy.md, "Where a switch applies").
+
+The worker that owns the policy topic writes each valid version as a `policy_switch` record to
+every partition of the tool-calls topic (streams/worker/policy_switch.py). Each input
+partition decides with the version of the last switch read on it, in offset order, stored in
+the run table under `SWITCH_KEY`, so a restart resumes with the version in force at its
+committed offset; before its first switch a partition decides with the worker's start-up
+policy. Replay reads the same records, so it switches at the same offsets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from loopguard_fleet.config import Policy, load_policy
+from loopguard_fleet.config.policy_record import encode_policy_record
+from loopguard_fleet.config.policy_schema import PolicyError
+from loopguard_fleet.detectors import Thresholds
+from loopguard_fleet.streams.wire.codec import InputRejected
+
+__all__ = [
+    "SWITCH_KEY",
+    "SWITCH_TYPE",
+    "InForce",
+    "encode_switch",
+    "read_switch",
+    "stored_switch",
+]
+
+#: The `type` of a policy switch input record.
+SWITCH_TYPE: Final = "policy_switch"
+#: The table key of an input partition's policy switch: bytes no run id's UTF-8 key can hold
+#: (as the fleet's FIRING_KEY).
+SWITCH_KEY: Final = b"\xff\xfeloopguard-policy-switch"
+
+
+def encode_switch(version: str, document: object, policy_offset: int) -> bytes:
+    """The `policy_switch` input record of a policy document read at `policy_offset` of the
+    policy topic (`version`: its version, for readers; the document is what applies)."""
+    head = {"type": SWITCH_TYPE, "version": version, "policy_offset": policy_offset}
+    # The document as the policy record holds it (json: any number a valid policy may hold).
+    return encode_policy_record(head)[:-1] + b',"policy":' + encode_policy_record(document) + b"}"
+
+
+def read_switch(obj: Mapping[str, Any], like: Policy) -> Policy:
+    """The policy a decoded switch record holds, with `like`'s semantics profile and channel
+    tools (a worker's service settings); raises InputRejected(`invalid_policy_switch`)."""
+    document = obj.get("policy")
+    if not isinstance(document, Mapping) or not isinstance(obj.get("version"), str):
+        raise InputRejected("invalid_policy_switch", "a version and a policy object")
+    try:
+        policy = load_policy(document)
+    except PolicyError as exc:
+        raise InputRejected("invalid_policy_switch", str(exc).replace("\n", "; ")[:300]) from None
+    return policy.with_semantics(like.semantics).with_channel_tools(like.channel_tools)
+
+
+def stored_switch(obj: Mapping[str, Any]) -> bytes:
+    """A switch record as the table stores it (read back with `read_switch`)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class InForce:
+    """A policy deciding an input partition, with its thresholds per agent cached."""
+
+    __slots__ = ("policy", "thresholds", "tuned")
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.thresholds: dict[str | None, Thresholds] = {}
+        self.tuned = policy.has_tool_tuning
+
+    def for_agent(self, agent_id: str | None) -> Thresholds:
+        """An agent's thresholds (cached)."""
+        th = self.thresholds.get(agent_id)
+        if th is None:
+            th = self.thresholds[agent_id] = self.policy.for_agent(agent_id)
+        return th
+
+    def for_call(self, agent_id: str | None, tool: str | None) -> Thresholds:
+        """An agent's thresholds for one call of a (normalised) tool; None: no call."""
+        if tool is None or not self.tuned:
+            return self.for_agent(agent_id)
+        return self.policy.for_call(agent_id, tool)

@@ -1,0 +1,151 @@
+"""Policy switches as input records (streams/processing/policy_switch.py): each input partition
+decides with the last switch read on it, in offset order, stored at its checkpoint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from loopguard_fleet.config import Policy, load_policy
+from loopguard_fleet.streams.audit.replay import MemoryOutputs, MemoryStore, Replayer, replay_lines
+from loopguard_fleet.streams.processing import DriverLimits, RunDriver
+from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.processing.policy_switch import SWITCH_KEY, encode_switch
+from loopguard_fleet.streams.wire.codec import run_key
+from tests.wire import InputRecord, RunScript
+
+OLD_DOC: dict[str, Any] = {"tools": {"loopDetection": {"enabled": True}}}
+NEW_DOC: dict[str, Any] = {
+    "tools": {"loopDetection": {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5}}
+}
+OLD, NEW = load_policy(OLD_DOC), load_policy(NEW_DOC)
+
+
+def switch(doc: dict[str, Any], offset: int = 0) -> bytes:
+    return encode_switch(load_policy(doc).version, doc, offset)
+
+
+def driver(store: MemoryStore, metrics: Metrics | None = None) -> tuple[RunDriver, MemoryOutputs]:
+    outputs = MemoryOutputs()
+    limits = DriverLimits(1_048_576, 256, run_idle_ttl_ms=0, run_cache_idle_ms=0)
+    return RunDriver(OLD, limits, store, outputs, metrics or Metrics()), outputs
+
+
+class Partition:
+    """Input records of one partition, offsets in the order they are made."""
+
+    def __init__(self, partition: int) -> None:
+        self.partition, self.offset = partition, 0
+
+    def __call__(self, key: bytes, *values: bytes | dict[str, Any]) -> list[InputRecord]:
+        out = []
+        for v in values:
+            raw = v if isinstance(v, bytes) else orjson.dumps(v)
+            out.append(InputRecord("tool-calls", self.partition, self.offset, None, key, raw))
+            self.offset += 1
+        return out
+
+
+def repeats(run: RunScript, n: int) -> list[dict[str, Any]]:
+    """`n` identical reads with identical results (a generic repeat)."""
+    return [e for _ in range(n) for e in run.both("read", {"path": "/x"}, result="same")]
+
+
+def versions(outputs: MemoryOutputs) -> list[tuple[int, str]]:
+    """(seq, policy_version) of each loop event published."""
+    sent = [orjson.loads(v) for v in outputs.decisions]
+    return [(m["seq"], m["policy_version"]) for m in sent if m["type"] == "loop_event"]
+
+
+def test_a_switch_applies_from_its_offset_on_its_own_partition_only() -> None:
+    d, outputs = driver(MemoryStore())
+    p0, p1 = Partition(0), Partition(1)
+    a, b = RunScript("a"), RunScript("b")
+    d.apply(p0(run_key("a"), *repeats(a, 10)) + p1(run_key("b"), *repeats(b, 10)))
+    d.apply(p1(b"policy", switch(NEW_DOC)))
+    d.apply(p0(run_key("a"), *repeats(a, 1)) + p1(run_key("b"), *repeats(b, 1)))
+    by_run = {run: versions(outputs) for run in "ab"}
+    sent = [orjson.loads(v) for v in outputs.decisions if b'"loop_event"' in v]
+    a_versions = {m["policy_version"] for m in sent if m["run_id"] == "a"}
+    b_after = [m["policy_version"] for m in sent if m["run_id"] == "b" and m["seq"] > 20]
+    assert a_versions == {OLD.version}  # partition 0 read no switch
+    assert b_after == [NEW.version]  # the 11th read: above the new warning threshold
+    assert by_run["a"] and d.policy_of(1).version == NEW.version
+    assert d.policy_of(0).version == OLD.version and outputs.dead_letters == []
+
+
+def test_a_switch_decides_events_after_it_in_the_same_batch() -> None:
+    d, outputs = driver(MemoryStore())
+    p = Partition(0)
+    run = RunScript("r")
+    d.apply(p(run_key("r"), *repeats(run, 2), switch(NEW_DOC), *repeats(run, 2)))
+    assert versions(outputs) == [(7, NEW.version)]  # the 4th read: 3 repeats, the new warning
+
+
+def test_a_switch_read_again_changes_nothing_and_the_old_version_applies_again() -> None:
+    store = MemoryStore()
+    metrics = Metrics()
+    d, _ = driver(store, metrics)
+    p = Partition(0)
+    d.apply(p(b"policy", switch(NEW_DOC)))
+    d.checkpoint()
+    stored = store.get(0, SWITCH_KEY)
+    d.apply(p(b"policy", switch(NEW_DOC, offset=1)))  # the same version sent again
+    d.checkpoint()
+    assert store.get(0, SWITCH_KEY) == stored and d.policy_of(0).version == NEW.version
+    d.apply(p(b"policy", switch(OLD_DOC, offset=2)))  # a rollback is a new record
+    assert d.policy_of(0).version == OLD.version
+    info = metrics.registry.get_sample_value
+    assert info("loopguard_policy_info", {"version": OLD.version}) == 1
+
+
+def test_a_restart_resumes_with_the_version_in_force_at_its_last_checkpoint() -> None:
+    store = MemoryStore()
+    first, _ = driver(store)
+    p = Partition(1)
+    first.apply(p(b"policy", switch(NEW_DOC)))
+    # Not checkpointed yet: a worker starting from the committed offset reads it again.
+    assert driver(store)[0].policy_of(1).version == OLD.version
+    first.checkpoint()
+    second, outputs = driver(store)
+    run = RunScript("r")
+    second.apply(p(run_key("r"), *repeats(run, 4)))
+    assert versions(outputs) == [(7, NEW.version)]
+    # A partition revoked and assigned again loads it from the store too.
+    second.forget({1})
+    assert second.policy_of(1).version == NEW.version and second.policy_of(0) is OLD
+
+
+def test_an_invalid_switch_is_dead_lettered_and_counted_and_the_policy_stays() -> None:
+    metrics = Metrics()
+    d, outputs = driver(MemoryStore(), metrics)
+    p = Partition(0)
+    bad_threshold = {"tools": {"loopDetection": {"warningThreshold": 0}}}
+    d.apply(
+        p(b"policy",
+          encode_switch("sha256:x", bad_threshold, 0),
+          {"type": "policy_switch", "version": "sha256:x"},
+          {"type": "policy_switch", "policy": NEW_DOC})
+    )  # fmt: skip
+    reasons = [orjson.loads(v)["reason"] for v in outputs.dead_letters]
+    assert reasons == ["invalid_policy_switch"] * 3
+    assert d.policy_of(0) is OLD and not d.has_dirty
+    total = "loopguard_events_rejected_total"
+    assert metrics.registry.get_sample_value(total, {"reason": "invalid_policy_switch"}) == 3
+
+
+def test_replay_applies_the_switch_records_of_its_input_in_line_order() -> None:
+    run = RunScript("r")
+    lines = [orjson.dumps(e) for e in repeats(run, 2)] + [switch(NEW_DOC)]
+    lines += [orjson.dumps(e) for e in repeats(run, 2)]
+    out = [d for d in replay_lines(Replayer(OLD), lines) if not hasattr(d, "reason")]
+    assert [(d.payload["seq"], d.payload["policy_version"]) for d in out] == [(7, NEW.version)]
+    assert [d for d in replay_lines(Replayer(OLD), lines[:4] + lines[5:])] == []
+
+
+def test_the_switch_record_holds_the_document_and_its_version() -> None:
+    record = orjson.loads(switch(NEW_DOC, offset=7))
+    assert record == {"type": "policy_switch", "version": NEW.version, "policy_offset": 7,
+                      "policy": NEW_DOC}  # fmt: skip
+    assert isinstance(OLD, Policy)

@@ -135,7 +135,9 @@ def _source(args: argparse.Namespace) -> FileInput | TopicInput | OtlpInput:
         if start is not None and end is not None and start.is_after(end):
             raise CliError(f"--from {args.from_} is after --to {args.to}", EXIT_USAGE)
         topics = _topics(args.topic)
-        source = TopicInput(",".join(args.broker), topics, start, end, _kafka_security())
+        source = TopicInput(
+            ",".join(args.broker), topics, start, end, _kafka_security(), marks_partitions=not otlp
+        )
     else:
         if args.input is None:
             raise CliError("no input: give a file, - for stdin, or --topic", EXIT_USAGE)

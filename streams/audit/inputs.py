@@ -25,10 +25,12 @@ if TYPE_CHECKING:  # aiokafka is imported only for topics
     from loopguard_fleet.streams.kafka.security import ClientSecurity
 
 __all__ = [
+    "PARTITION_START",
     "Bound",
     "FileInput",
     "InputError",
     "InputItem",
+    "PartitionStart",
     "RefusedItem",
     "TopicInput",
     "file_items",
@@ -68,6 +70,19 @@ class RefusedItem(bytes):
     def __reduce__(self) -> tuple[type[RefusedItem], tuple[str, str]]:
         """Pickled as its refusal (replay shards receive items through pipes)."""
         return (RefusedItem, (self.reason, self.detail))
+
+
+class PartitionStart(bytes):
+    """The item a topic's reader puts before each partition's records (when asked to): the
+    replay's partition decides with the policy it started with until its first policy switch
+    record (docs/policy.md, "Where a switch applies"). Empty: it is no input line."""
+
+    def __reduce__(self) -> tuple[type[PartitionStart], tuple[()]]:
+        """Pickled as itself (replay shards receive items through pipes)."""
+        return (PartitionStart, ())
+
+
+PARTITION_START: Final = PartitionStart()
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,12 +209,15 @@ def topic_items(
     wait_s: float = 10.0,
     idle_s: float = 0.5,
     security: ClientSecurity | None = None,
+    marks: bool = False,
 ) -> Iterator[InputItem]:
     """A topic's message values from `start` (inclusive) to `end` (exclusive), streamed.
 
-    Partitions are read one after the other, each in offset order. Without `end`, a partition
-    is read until its reported end and then quiet for `idle_s` (Tansu reports too low an end
-    offset for partitions written in batches: streams/kafka/topic_reader.py).
+    Partitions are read one after the other, each in offset order; `marks`: each partition's
+    records follow a `PARTITION_START` (at the position of the record before it). Without
+    `end`, a partition is read until its reported end and then quiet for `idle_s` (Tansu
+    reports too low an end offset for partitions written in batches:
+    streams/kafka/topic_reader.py).
     """
     from loopguard_fleet.streams.kafka.broker_wait import (
         retry_until_reachable,  # aiokafka: only for topics
@@ -213,6 +231,8 @@ def topic_items(
             n = 0
             for partition in range(reader.partitions):
                 first, last = loop.run_until_complete(reader.span(partition, start, end))
+                if marks:
+                    yield n, PARTITION_START
                 while True:
                     batch = loop.run_until_complete(reader.fetch(partition, first, last))
                     if batch is None:
@@ -371,8 +391,11 @@ class TopicInput:
         start: Bound | None = None,
         end: Bound | None = None,
         security: ClientSecurity | None = None,
+        *,
+        marks_partitions: bool = False,
     ) -> None:
         self.security = security
+        self.marks_partitions = marks_partitions  # one topic: PARTITION_START items
         self.bootstrap = bootstrap
         self.topics = [topics] if isinstance(topics, str) else list(topics)
         self.start = start
@@ -383,12 +406,16 @@ class TopicInput:
         return 0
 
     def __iter__(self) -> Iterator[InputItem]:
+        if len(self.topics) == 1:
+            marks = self.marks_partitions
+            return topic_items(
+                self.bootstrap, self.topics[0], self.start, self.end, security=self.security,
+                marks=marks,
+            )  # fmt: skip
         streams = [
             topic_items(self.bootstrap, t, self.start, self.end, security=self.security)
             for t in self.topics
         ]
-        if len(streams) == 1:
-            return streams[0]
         return enumerate(merge_by_seq(streams), start=1)
 
 

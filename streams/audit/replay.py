@@ -24,7 +24,7 @@ from loopguard_fleet.detectors import (
 )
 from loopguard_fleet.detectors.jsjson import loads
 from loopguard_fleet.detectors.process import GivenVerdict
-from loopguard_fleet.streams.audit.inputs import RefusedItem
+from loopguard_fleet.streams.audit.inputs import PartitionStart, RefusedItem
 from loopguard_fleet.streams.processing.driver import DriverLimits, RunDriver, event_time_ms
 from loopguard_fleet.streams.processing.fleet import OrderedFleet
 from loopguard_fleet.streams.processing.metrics import Metrics
@@ -34,6 +34,7 @@ from loopguard_fleet.streams.wire.codec import encode, run_key
 __all__ = [
     "MAX_LINE_BYTES",
     "LineOutput",
+    "LineResult",
     "MemoryOutputs",
     "MemoryStore",
     "Rejected",
@@ -83,6 +84,9 @@ class Rejected:
     line: int
     reason: str
     detail: str
+
+
+LineResult = list[Decision] | Rejected  # what `Replayer.feed_line` gives for one line
 
 
 class LineOutput(NamedTuple):
@@ -303,6 +307,10 @@ class Replayer:
         elif isinstance(raw, RefusedItem):
             self.outputs.decisions.clear()
             return self.reject(line, raw.reason, raw.detail)
+        elif isinstance(raw, PartitionStart):  # the next topic partition: its own switches
+            self.outputs.decisions.clear()
+            self.driver.restart_policy(0)
+            return []
         else:
             msg.value = str(raw).encode()
         if self.outputs.decisions:

@@ -25,6 +25,7 @@ from typing import Any
 from loopguard_fleet.streams.audit.inputs import FileInput, InputError
 from loopguard_fleet.streams.audit.replay import LineOutput, Rejected, Replayer, ReplayStats
 from loopguard_fleet.streams.audit.shards import (
+    EVERY,
     ROUND_LINES,
     ReplaySpec,
     make_replayer,
@@ -90,7 +91,7 @@ class _Feeder(threading.Thread):
         jobs = len(self.inboxes)
         ttl = self.spec.idle_ttl_ms is not None
         now: int | None = None
-        batches: list[list[tuple[int, bytes, int | None]]] = [[] for _ in range(jobs)]
+        batches: list[list[tuple[int, bytes, int | None, bool]]] = [[] for _ in range(jobs)]
         count = 0
         try:
             try:
@@ -98,7 +99,11 @@ class _Feeder(threading.Thread):
                     shard, ts = shard_of(raw, jobs, self.spec.max_line_bytes)
                     if ttl and ts is not None and (now is None or ts > now):
                         now = ts
-                    batches[shard].append((pos, raw, now))
+                    if shard == EVERY:  # every shard applies it; shard 0 answers for it
+                        for n, batch in enumerate(batches):
+                            batch.append((pos, raw, now, n == 0))
+                    else:
+                        batches[shard].append((pos, raw, now, True))
                     count += 1
                     if count >= ROUND_LINES:
                         self._send(batches)
@@ -115,7 +120,7 @@ class _Feeder(threading.Thread):
         except (BrokenPipeError, OSError):
             return  # a shard was stopped: the merging thread is already leaving
 
-    def _send(self, batches: list[list[tuple[int, bytes, int | None]]]) -> None:
+    def _send(self, batches: list[list[tuple[int, bytes, int | None, bool]]]) -> None:
         for inbox, batch in zip(self.inboxes, batches, strict=True):
             inbox.send(batch)
 

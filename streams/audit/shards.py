@@ -2,6 +2,9 @@
 them): a shard fed rounds of lines, a shard that reads the file itself, and the thread that
 sends a shard's answers. One round is `ROUND_LINES` input lines in every shard, so the parent
 merges round by round in input order.
+
+A policy switch record (and a topic's partition start) applies to every run that follows it,
+so every shard applies it; only shard 0 answers for it (its rejection, if any) and counts it.
 """
 
 from __future__ import annotations
@@ -17,11 +20,18 @@ from typing import Any
 
 from loopguard_fleet.config import Policy
 from loopguard_fleet.detectors import Decision
-from loopguard_fleet.streams.audit.inputs import FileInput, InputError
-from loopguard_fleet.streams.audit.replay import Rejected, Replayer, event_time_ms
+from loopguard_fleet.streams.audit.inputs import FileInput, InputError, PartitionStart
+from loopguard_fleet.streams.audit.replay import (
+    LineResult,
+    Rejected,
+    Replayer,
+    event_time_ms,
+)
+from loopguard_fleet.streams.processing.policy_switch import SWITCH_TYPE
 from loopguard_fleet.streams.wire.codec import InputRejected, decode_object
 
 __all__ = [
+    "EVERY",
     "ROUND_LINES",
     "SEND_AHEAD",
     "ReplaySpec",
@@ -38,6 +48,7 @@ __all__ = [
 
 ROUND_LINES = 4096  # lines per round: the unit the feeder sends and the merger orders
 SEND_AHEAD = 32  # rounds a shard may be ahead of the merge (~0.5 MB of output each on P)
+EVERY = -1  # the "shard" of a line every shard applies (a policy switch, a partition start)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,16 +111,29 @@ def _answer(
         out.append((pos, b"", got))
 
 
+def _uncount(replayer: Replayer, got: LineResult) -> None:
+    """A line every shard applied: its rejection is shard 0's to count (and answer)."""
+    if isinstance(got, Rejected):
+        stats = replayer.stats
+        stats.rejected -= 1
+        stats.rejected_reasons[got.reason] -= 1
+        if not stats.rejected_reasons[got.reason]:
+            del stats.rejected_reasons[got.reason]
+
+
 def route(obj: dict[str, Any], jobs: int) -> int:
-    """The shard of a decoded line: by the crc32 of its run id (shard 0 without one)."""
+    """The shard of a decoded line: by the crc32 of its run id (shard 0 without one); EVERY
+    for a policy switch."""
     run_id = obj.get("run_id")
     if type(run_id) is not str:
-        return 0
+        return EVERY if obj.get("type") == SWITCH_TYPE else 0
     return zlib.crc32(run_id.encode("utf-8", "surrogatepass")) % jobs
 
 
 def shard_of(raw: bytes, jobs: int, max_bytes: int) -> tuple[int, int | None]:
     """(shard, the line's ts) of a line: by its run id; undecodable lines go to shard 0."""
+    if isinstance(raw, PartitionStart):
+        return EVERY, None
     try:
         obj = decode_object(raw, max_bytes)
     except InputRejected:
@@ -171,10 +195,14 @@ def shard_main(
     try:
         while (batch := inbox.recv()) is not None and not sender.is_broken:
             out: list[tuple[int, bytes, Rejected | None]] = []
-            for pos, raw, now in batch:
+            for pos, raw, now, answers in batch:
                 if now is not None:
                     replayer.stream_ms = now
-                _answer(out, pos, feed(pos, raw), table, published)
+                got = feed(pos, raw)
+                if answers:
+                    _answer(out, pos, got, table, published)
+                else:
+                    _uncount(replayer, got)
             sender.put(("out", None, out))
         sender.put(("stats", replayer.stats))
     except EOFError:
@@ -214,6 +242,12 @@ def reader_main(
                 to = route(decoded, jobs)
             if to == shard:
                 _answer(out, pos, feed(pos, raw, obj), table, published)
+            elif to == EVERY:
+                got = feed(pos, raw, obj)
+                if shard == 0:
+                    _answer(out, pos, got, table, published)
+                else:
+                    _uncount(replayer, got)
             elif advance is not None and obj is not None:
                 ts = obj.get("ts")
                 if ts is not None:  # another shard's line: only its time counts here

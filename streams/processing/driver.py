@@ -187,16 +187,15 @@ class RunDriver:
         """The policy of partitions that read no switch record."""
         return self._base.policy
 
-    def set_policy(self, policy: Policy) -> None:
-        """Decide the next events of partitions without a switch record with another policy;
-        run states and partitions stay.
-
-        The fleet stage keeps the fleet settings it was built with (docs/fleet.md)."""
-        self._base = InForce(policy)
-
     def policy_of(self, partition: int) -> Policy:
         """The policy deciding a partition's next event."""
         return self._policy_in(partition).policy
+
+    def restart_policy(self, partition: int) -> None:
+        """Decide a partition with the base policy again, as before its first switch record
+        (a replay reading the next partition of a topic into its one partition)."""
+        self._in_force[partition] = None
+        self._switched.pop(partition, None)
 
     def _policy_in(self, partition: int) -> InForce:
         """A partition's policy: its last switch record's (loaded from the store on first use

@@ -107,7 +107,6 @@ class RunProcessor:
             fleet=self.fleet,
         )
         self._metrics = metrics
-        self._channel_tools = settings.channel_tools
         self._lock = asyncio.Lock()  # a batch and a checkpoint's taking never interleave
         self._checkpointing = asyncio.Lock()  # one checkpoint at a time (they write in order)
         # Exactly-once keeps the lock while it writes (streams/worker/exactly_once.py).
@@ -132,13 +131,6 @@ class RunProcessor:
                 self.fleet_link.send()
             await self._outbox.send(urgent=has_verdict)
             self._metrics.observe_batch(perf_counter() - started, held)
-
-    async def set_policy(self, policy: Policy) -> None:
-        """Decide with a new policy from the next batch on (between two batches: a batch is
-        decided by one version); run states and offsets are kept."""
-        async with self._lock:
-            self.driver.set_policy(policy.with_channel_tools(self._channel_tools))
-            self._metrics.set_policy(policy.version)
 
     async def before_commit(self) -> Mapping[InputPartition, int]:
         """Checkpoint: outputs delivered, then every changed run's state written once.

@@ -1,119 +1,134 @@
-"""Follow the policy topic: each valid new version decides from the agent's next batch.
+"""Follow the policy topic: each valid version becomes a switch record of every input
+partition (docs/policy.md, "Where a switch applies").
 
 The worker reads the topic to its end before it starts (`initial_policy`: the last valid
-record wins over LOOPGUARD_POLICY_FILE), then `PolicyFollower` reads each record as it comes
-and hands a valid one to the agent (`RunProcessor.set_policy`, between two batches). An
+record wins over LOOPGUARD_POLICY_FILE): partitions that read no switch yet decide with it.
+The topic's one partition is consumed by one Faust agent of the worker group, so one worker
+owns it; `PolicySwitches` writes each valid record as a `policy_switch` record to every
+partition of the tool-calls topic, where each worker applies it in offset order
+(streams/processing/policy_switch.py), as fleet signals are (streams/worker/fleet.py). An
 invalid record never replaces the last good version: it is dead-lettered with its reason,
-counted in `loopguard_events_rejected_total{reason}` and logged in one line
-(docs/policy.md, "Changing the policy").
+counted in `loopguard_events_rejected_total{reason}` and logged in one line.
 """
 
 from __future__ import annotations
 
-import asyncio
+import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-
 from loopguard_fleet.config import Policy
-from loopguard_fleet.config.policy_record import PolicyRecordError, read_policy_record
+from loopguard_fleet.config.policy_record import (
+    POLICY_KEY,
+    PolicyRecordError,
+    read_policy_record,
+)
+from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.detectors.profiles import Semantics
-from loopguard_fleet.streams.kafka.security import ClientSecurity
 from loopguard_fleet.streams.kafka.topic_reader import TopicRecord
 from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.processing.policy_switch import encode_switch
 from loopguard_fleet.streams.wire.codec import encode
 from loopguard_fleet.streams.wire.deadletter import Origin, dead_letter
+from loopguard_fleet.streams.worker.app import Wiring
+from loopguard_fleet.streams.worker.faust.batches import take_batches
+from loopguard_fleet.streams.worker.faust.bulk import messages_of
+from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
 
-__all__ = ["PolicyFollower", "initial_policy"]
+__all__ = ["PolicySwitches", "initial_policy", "install_policy_switches"]
 
 log = logging.getLogger(__name__)
-
-#: How long one fetch waits for a new record: the bound on a new version's delay.
-FETCH_WAIT_MS = 200
 
 
 def initial_policy(
     records: Sequence[TopicRecord], fallback: Policy, semantics: Semantics
-) -> tuple[Policy, int]:
-    """The policy to start with (the topic's last valid record, else `fallback`) and the
-    offset to follow the topic from."""
-    start = records[-1].offset + 1 if records else 0
+) -> Policy:
+    """The policy to start with: the topic's last valid record, else `fallback`."""
     for record in reversed(records):
         try:
-            return read_policy_record(record.value).with_semantics(semantics), start
+            return read_policy_record(record.value).with_semantics(semantics)
         except PolicyRecordError as exc:
             log.warning(
                 "policy record at offset %d refused (%s): %s", record.offset, exc.reason, exc
             )
-    return fallback, start
+    return fallback
 
 
-class PolicyFollower:
-    """Reads the policy topic from an offset and applies each valid version as it comes."""
+class PolicySwitches:
+    """The policy topic's owner: each valid record to `send` as a switch record, each invalid
+    one dead-lettered."""
 
     def __init__(
         self,
-        bootstrap: str,
         topic: str,
-        start: int,
         *,
         semantics: Semantics,
-        apply: Callable[[Policy], Awaitable[None]],
+        send: Callable[[bytes], None],
         dead_letter: Callable[[bytes | None, bytes], None],
         metrics: Metrics,
         prefix_bytes: int,
-        security: ClientSecurity,
     ) -> None:
-        self._bootstrap = bootstrap
         self._topic = topic
-        self._start = start
         self._semantics = semantics
-        self._apply = apply
+        self._send = send
         self._dead_letter = dead_letter
         self._metrics = metrics
         self._prefix_bytes = prefix_bytes
-        self._security = security
 
-    async def run(self) -> None:
-        """Follow the topic until cancelled (the worker stopping)."""
-        tp = TopicPartition(self._topic, 0)
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
-            enable_auto_commit=False,
-            fetch_max_wait_ms=FETCH_WAIT_MS,
-            **self._security.aiokafka_kwargs(),
-        )
-        await consumer.start()
+    def take(self, offset: int, value: bytes | None, key: bytes | None, ts_ms: int | None) -> None:
+        """Send one policy record on as a switch record, or refuse it (dead letter, counter,
+        one log line)."""
         try:
-            consumer.assign([tp])
-            consumer.seek(tp, self._start)
-            while True:
-                batch = await consumer.getmany(tp, timeout_ms=FETCH_WAIT_MS)
-                for record in batch.get(tp, ()):
-                    await self.take(record)
-        finally:
-            await asyncio.shield(consumer.stop())
-
-    async def take(self, record: Any) -> None:
-        """Apply one policy record, or refuse it (dead letter, counter, one log line)."""
-        try:
-            policy = read_policy_record(record.value).with_semantics(self._semantics)
+            policy = read_policy_record(value).with_semantics(self._semantics)
         except PolicyRecordError as exc:
             detail = str(exc).replace("\n", "; ")[:300]
             log.warning(
                 "policy record at offset %d refused (%s), keeping the last good version: %s",
-                record.offset,
+                offset,
                 exc.reason,
                 detail,
             )
-            origin = Origin(self._topic, 0, record.offset, record.timestamp, record.key)
-            letter = dead_letter(
-                origin, record.value, exc.reason, detail, prefix_bytes=self._prefix_bytes
-            )
-            self._dead_letter(record.key, encode(letter))
+            origin = Origin(self._topic, 0, offset, ts_ms, key)
+            letter = dead_letter(origin, value, exc.reason, detail, prefix_bytes=self._prefix_bytes)
+            self._dead_letter(key, encode(letter))
             self._metrics.count_rejected(exc.reason)
             return
-        await self._apply(policy)
-        log.info("policy %s from offset %d decides from now on", policy.version, record.offset)
+        assert value is not None  # read_policy_record refuses an empty record
+        self._send(encode_switch(policy.version, json.loads(value), offset))
+        log.info("policy %s from offset %d sent to every input partition", policy.version, offset)
+
+
+def install_policy_switches(
+    wiring: Wiring, settings: Settings, note_read: Callable[[str, int, int], None], metrics: Metrics
+) -> None:
+    """Register the agent that owns the policy topic in the worker group. `note_read`: the
+    detection agent's, so that the commit passes what the agent processed."""
+    assert settings.policy_topic is not None
+    app = wiring.app
+    raw = RawSchema()
+    topic = app.topic(settings.policy_topic, partitions=1, schema=raw)
+    tool_calls = app.topic(settings.topic_tool_calls, partitions=settings.partitions, schema=raw)
+    dead_letters = wiring.dead_letter
+
+    def send(value: bytes) -> None:
+        for p in range(settings.partitions):  # each input partition applies it in its order
+            tool_calls.send_soon(key=POLICY_KEY, value=value, partition=p)
+
+    switches = PolicySwitches(
+        settings.policy_topic,
+        semantics=settings.semantics,
+        send=send,
+        dead_letter=lambda key, value: dead_letters.send_soon(key=key, value=value),
+        metrics=metrics,
+        prefix_bytes=settings.dead_letter_prefix_bytes,
+    )
+
+    @app.agent(topic, name="loopguard-policy", concurrency=1)
+    async def policy_owner(stream: Any) -> None:
+        """Send each policy record on as switch records (batches as the detection agent's)."""
+        async for events in take_batches(stream, settings.batch_max_events):
+            for msg in messages_of(events):
+                ts_ms = None if msg.timestamp is None else int(msg.timestamp * 1000)
+                switches.take(msg.offset, msg.value, msg.key, ts_ms)
+                note_read(msg.topic, msg.partition, msg.offset)

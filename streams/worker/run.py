@@ -36,7 +36,10 @@ from loopguard_fleet.streams.worker.exactly_once import TransactionalOutbox
 from loopguard_fleet.streams.worker.faust.internals import QuietWorker
 from loopguard_fleet.streams.worker.fleet import install_fleet
 from loopguard_fleet.streams.worker.memory import HeapTrimmer, fix_mmap_threshold, glibc_malloc_trim
-from loopguard_fleet.streams.worker.policy_follower import PolicyFollower, initial_policy
+from loopguard_fleet.streams.worker.policy_follower import (
+    initial_policy,
+    install_policy_switches,
+)
 
 __all__ = ["assemble", "ensure_topics", "run_worker"]
 
@@ -70,9 +73,9 @@ def _policy(settings: Settings) -> Policy:
     return policy.with_semantics(settings.semantics)
 
 
-async def read_initial_policy(settings: Settings) -> tuple[Policy, int]:
-    """The policy topic's last valid version (else the file's) and the offset to follow from;
-    creates the topic when it is missing."""
+async def read_initial_policy(settings: Settings) -> Policy:
+    """The policy topic's last valid version (else the file's): the policy of input partitions
+    that read no switch record yet; creates the topic when it is missing."""
     assert settings.policy_topic is not None
     security = ClientSecurity.from_settings(settings)
     bootstrap = ",".join(settings.bootstrap_servers)
@@ -89,10 +92,10 @@ async def read_initial_policy(settings: Settings) -> tuple[Policy, int]:
 def assemble(
     settings: Settings,
     metrics: Metrics | None = None,
-    followed: tuple[Policy, int] | None = None,
+    followed: Policy | None = None,
 ) -> tuple[Wiring, RunProcessor]:
     """Build the app with its agent installed (no broker connection yet); `followed`: the
-    policy topic's version and the offset to follow it from (`read_initial_policy`)."""
+    policy topic's version at start-up (`read_initial_policy`), the topic then followed."""
     metrics = metrics if metrics is not None else Metrics()
     settings.worker_data_dir.mkdir(parents=True, exist_ok=True)
     wiring = build_app(settings, metrics)
@@ -103,12 +106,12 @@ def assemble(
         if settings.processing_guarantee == "exactly_once"
         else BatchOutbox(wiring.app, settings.topic_control, settings.partitions)
     )
-    policy = _policy(settings) if followed is None else followed[0]
+    policy = _policy(settings) if followed is None else followed
     metrics.set_policy(policy.version)
     processor = RunProcessor(wiring, settings, policy, metrics, outbox)
     install_agent(wiring, processor, settings)
-    if followed is not None:
-        _install_policy_follower(wiring, settings, processor, metrics, followed[1])
+    if followed is not None:  # the policy topic's owner (streams/worker/policy_follower.py)
+        install_policy_switches(wiring, settings, processor.note_read, metrics)
     if processor.fleet is not None:  # fleet signals on (docs/fleet.md)
         processor.fleet_link = install_fleet(
             wiring, settings, policy.fleet, processor.fleet, processor.note_read, metrics
@@ -187,30 +190,6 @@ def run_worker(settings: Settings) -> int:
     if code != 0 and asyncio.run(watch.confirm_after_crash()):
         code = EXIT_BROKER_DATA_LOST  # a supervisor restarts the worker: it recovers
     return code
-
-
-def _install_policy_follower(
-    wiring: Wiring, settings: Settings, processor: RunProcessor, metrics: Metrics, start: int
-) -> None:
-    """Follow the policy topic from `start` for as long as the worker runs."""
-    assert settings.policy_topic is not None
-    dead_letters = wiring.dead_letter
-    follower = PolicyFollower(
-        ",".join(settings.bootstrap_servers),
-        settings.policy_topic,
-        start,
-        semantics=settings.semantics,
-        apply=processor.set_policy,
-        dead_letter=lambda key, value: dead_letters.send_soon(key=key, value=value),
-        metrics=metrics,
-        prefix_bytes=settings.dead_letter_prefix_bytes,
-        security=ClientSecurity.from_settings(settings),
-    )
-
-    @wiring.app.task  # type: ignore[untyped-decorator]  # Faust's task decorator is untyped
-    async def follow_policy() -> None:
-        """See streams/worker/policy_follower.py."""
-        await follower.run()
 
 
 def _install_broker_watch(wiring: Wiring, settings: Settings) -> BrokerWatch:

@@ -1,11 +1,9 @@
-"""Policy records (config/policy_record.py) and a worker's follower refusing bad ones
+"""Policy records (config/policy_record.py) and the policy topic's owner refusing bad ones
 (streams/worker/policy_follower.py): the bad-input list of docs/policy.md, without a broker."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from dataclasses import dataclass
 
 import pytest
 
@@ -18,10 +16,9 @@ from loopguard_fleet.config.policy_record import (
     encode_policy_record,
     read_policy_record,
 )
-from loopguard_fleet.streams.kafka.security import PLAINTEXT
 from loopguard_fleet.streams.kafka.topic_reader import TopicRecord
 from loopguard_fleet.streams.processing.metrics import Metrics
-from loopguard_fleet.streams.worker.policy_follower import PolicyFollower, initial_policy
+from loopguard_fleet.streams.worker.policy_follower import PolicySwitches, initial_policy
 
 ON = {"tools": {"loopDetection": {"enabled": True}}}
 BAD = {
@@ -80,47 +77,29 @@ def _record(offset: int, value: bytes | None) -> TopicRecord:
 def test_the_worker_starts_from_the_last_valid_record_else_the_file() -> None:
     fallback = Policy.default()
     good = encode_policy_record(ON)
-    policy, start = initial_policy([_record(0, good), _record(1, b"{")], fallback, "configurable")
-    assert (policy.version, start) == (load_policy(ON).version, 2)
-    assert initial_policy([_record(4, b"{")], fallback, "configurable") == (fallback, 5)
-    assert initial_policy([], fallback, "configurable") == (fallback, 0)
+    policy = initial_policy([_record(0, good), _record(1, b"{")], fallback, "configurable")
+    assert policy.version == load_policy(ON).version
+    assert initial_policy([_record(4, b"{")], fallback, "configurable") == fallback
+    assert initial_policy([], fallback, "configurable") == fallback
 
 
-@dataclass
-class _Consumed:
-    offset: int
-    value: bytes | None
-    key: bytes | None = POLICY_KEY
-    timestamp: int | None = 1_700_000_000_000
-
-
-def test_the_follower_applies_good_records_and_dead_letters_bad_ones() -> None:
-    applied: list[str] = []
+def test_the_policy_owner_sends_good_records_as_switches_and_dead_letters_bad_ones() -> None:
+    sent: list[dict[str, object]] = []
     letters: list[dict[str, object]] = []
     metrics = Metrics()
-
-    async def apply(policy: Policy) -> None:
-        applied.append(policy.version)
-
-    follower = PolicyFollower(
-        "127.0.0.1:9",
+    switches = PolicySwitches(
         "loopguard.policy",
-        0,
         semantics="configurable",
-        apply=apply,
+        send=lambda value: sent.append(json.loads(value)),
         dead_letter=lambda key, value: letters.append(json.loads(value)),
         metrics=metrics,
         prefix_bytes=16,
-        security=PLAINTEXT,
     )
-
-    async def feed() -> None:
-        await follower.take(_Consumed(0, encode_policy_record(ON)))
-        for offset, (value, _, _) in enumerate(BAD.values(), 1):
-            await follower.take(_Consumed(offset, value))
-
-    asyncio.run(feed())
-    assert applied == [load_policy(ON).version]  # the bad ones replaced nothing
+    switches.take(0, encode_policy_record(ON), POLICY_KEY, 1_700_000_000_000)
+    for offset, (value, _, _) in enumerate(BAD.values(), 1):
+        switches.take(offset, value, POLICY_KEY, 1_700_000_000_000)
+    version = load_policy(ON).version
+    assert sent == [{"type": "policy_switch", "version": version, "policy_offset": 0, "policy": ON}]
     assert [letter["reason"] for letter in letters] == [reason for _, reason, _ in BAD.values()]
     assert letters[0]["topic"] == "loopguard.policy" and letters[0]["offset"] == 1
     value = metrics.registry.get_sample_value

@@ -3,12 +3,22 @@ decides with the last switch read on it, in offset order, stored at its checkpoi
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from loopguard_fleet.config import Policy, load_policy
-from loopguard_fleet.streams.audit.replay import MemoryOutputs, MemoryStore, Replayer, replay_lines
+from loopguard_fleet.streams.audit.inputs import PARTITION_START, FileInput
+from loopguard_fleet.streams.audit.replay import (
+    LineOutput,
+    MemoryOutputs,
+    MemoryStore,
+    Replayer,
+    replay_lines,
+)
+from loopguard_fleet.streams.audit.replay_jobs import ReplaySpec, replay_local, replay_sharded
 from loopguard_fleet.streams.processing import DriverLimits, RunDriver
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.policy_switch import SWITCH_KEY, encode_switch
@@ -149,3 +159,64 @@ def test_the_switch_record_holds_the_document_and_its_version() -> None:
     assert record == {"type": "policy_switch", "version": NEW.version, "policy_offset": 7,
                       "policy": NEW_DOC}  # fmt: skip
     assert isinstance(OLD, Policy)
+
+
+def _lines_of(run_id: str, before: int, after: int, switched: bool = True) -> list[bytes]:
+    """A run's repeats around a switch record (or none)."""
+    run = RunScript(run_id)
+    lines = [orjson.dumps(e) for e in repeats(run, before)]
+    lines += [switch(NEW_DOC)] if switched else []
+    return lines + [orjson.dumps(e) for e in repeats(run, after)]
+
+
+def _decided(outputs: list[LineOutput]) -> list[tuple[str, int, str]]:
+    out = []
+    for o in outputs:
+        for line in o.data.splitlines():
+            m = orjson.loads(line)
+            out.append((m["run_id"], m["seq"], m["policy_version"]))
+    return out
+
+
+def test_a_topic_replay_starts_each_partition_with_the_policy_it_was_given() -> None:
+    # Partition 0 switches after 2 repeats; partition 1's run has 5 before its own switch:
+    # decided by the old policy (no decision) as the worker's partition 1 decided them.
+    items = [PARTITION_START, *_lines_of("a", 2, 2), PARTITION_START, *_lines_of("b", 5, 0)]
+    outputs, stats = replay_local(ReplaySpec(OLD), list(enumerate(items, 1)))
+    assert _decided(list(outputs)) == [("a", 7, NEW.version)]
+    assert (stats.rejected, stats.decisions) == (0, 1)
+
+
+@pytest.mark.parametrize("bad_switch", [False, True])
+def test_sharded_replay_applies_each_switch_in_every_shard(bad_switch: bool) -> None:
+    lines = [orjson.dumps(e) for r in "abcdef" for e in repeats(RunScript(r), 2)]
+    if bad_switch:
+        lines.append(orjson.dumps({"type": "policy_switch", "version": "sha256:x"}))
+    lines.append(switch(NEW_DOC))
+    lines += [orjson.dumps(e) for r in "abcdef" for e in repeats(RunScript(r), 4)[4:]]
+    lines += [PARTITION_START, *_lines_of("g", 4, 0, switched=False)]  # the old policy again
+    items = list(enumerate(lines, 1))
+    one, one_stats = replay_local(ReplaySpec(OLD), items)
+    local = list(one)
+    sharded, stats = replay_sharded(ReplaySpec(OLD), items, 3)
+    assert list(sharded) == local
+    assert len(_decided(local)) == 6 and {v for *_, v in _decided(local)} == {NEW.version}
+    assert [o.rejected.reason for o in local if o.rejected] == [
+        "invalid_policy_switch"
+    ] * bad_switch
+    assert (stats.rejected, stats.rejected_reasons, stats.events) == (
+        one_stats.rejected, one_stats.rejected_reasons, one_stats.events
+    )  # fmt: skip
+
+
+def test_shards_reading_a_file_apply_its_switch_records_as_one_process(tmp_path: Path) -> None:
+    lines = [orjson.dumps(e) for r in "abcdef" for e in repeats(RunScript(r), 2)]
+    lines += [orjson.dumps({"type": "policy_switch"}), switch(NEW_DOC)]
+    lines += [orjson.dumps(e) for r in "abcdef" for e in repeats(RunScript(r), 4)[4:]]
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    local, _ = replay_local(ReplaySpec(OLD), FileInput(str(path)))
+    expected = list(local)
+    sharded, stats = replay_sharded(ReplaySpec(OLD), FileInput(str(path)), 3)
+    assert list(sharded) == expected and len(_decided(expected)) == 6
+    assert stats.rejected_reasons == {"invalid_policy_switch": 1}

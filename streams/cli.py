@@ -246,9 +246,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from loopguard_fleet.streams.audit.progress import TICK_EVERY, Progress
     from loopguard_fleet.streams.audit.replay_jobs import ReplaySpec, replay_local, replay_sharded
 
-    spec = ReplaySpec(
-        _policy(args.policy, args.semantics), args.format == "table", _ttl_ms(args.idle_ttl)
-    )
+    policy, follows = _replay_policy(args)
+    spec = ReplaySpec(policy, args.format == "table", _ttl_ms(args.idle_ttl), follows=follows)
     source = _source(args)
     jobs = _jobs(args.jobs)
     out = _open_output(args.output)
@@ -298,10 +297,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     """Print one run's timeline: every call, its hashes, the counts the rules saw, decisions."""
     from loopguard_fleet.streams.audit.explain import explain_run, render_json, render_table
 
+    policy, follows = _replay_policy(args)
     source = _source(args)
-    timeline = explain_run(
-        _policy(args.policy, args.semantics), source, args.run_id, _ttl_ms(args.idle_ttl)
-    )
+    timeline = explain_run(policy, source, args.run_id, _ttl_ms(args.idle_ttl), follows)
     if timeline.lines > 0 and timeline.rejected == timeline.lines:
         raise CliError(
             _no_events(timeline.lines, source.unit) + " (`loopguard replay` shows why)",
@@ -318,13 +316,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Replay two policies over the same history and report what the candidate changes."""
     from loopguard_fleet.streams.audit.compare import compare, render_summary
 
+    base, follows = _replay_policy(args)
     source = _source(args)
-    base = _policy(args.policy, args.semantics)
     cand = _policy(args.candidate, args.semantics)
     html = _open_output(args.html) if args.html else None  # fail before the replay, not after
     try:
-        report = compare(base, cand, source, _ttl_ms(args.idle_ttl))
-        report.policy_names = (_policy_name(args.policy), args.candidate)
+        report = compare(base, cand, source, _ttl_ms(args.idle_ttl), follows=follows)
+        current_name = args.policy_topic if args.policy_topic else _policy_name(args.policy)
+        report.policy_names = (current_name, args.candidate)
         if html is not None:
             from loopguard_fleet.streams.audit.report_html import render_html
 
@@ -433,6 +432,28 @@ def cmd_policy_push(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _replay_policy(args: argparse.Namespace) -> tuple[Policy, str]:
+    """The policy a replay starts each partition with, and the policy topic whose switch
+    records it applies: --policy and every topic's, or --policy-topic T's last valid
+    version (what a worker starting now starts with) and T's only (docs/policy.md)."""
+    from loopguard_fleet.streams.kafka.policy_topic import read_policy_records
+    from loopguard_fleet.streams.processing.policy_switch import EVERY_POLICY_TOPIC
+
+    topic = args.policy_topic
+    if topic is None:
+        return _policy(args.policy, args.semantics), EVERY_POLICY_TOPIC
+    if args.policy is not None:
+        raise CliError("give either --policy or --policy-topic, not both", EXIT_USAGE)
+
+    async def read(broker: str, security: Any) -> Any:
+        return await read_policy_records(broker, topic, security=security)
+
+    live, _ = _live_policy(_policy_topic_io(args, read))
+    if live is None:
+        raise CliError(f"no valid policy on {topic}", EXIT_NO_INPUT)
+    return live.with_semantics(args.semantics), topic
+
+
 def cmd_policy_show(args: argparse.Namespace) -> int:
     """Print the live policy of the policy topic: its version and effective blocks."""
     from loopguard_fleet.streams.kafka.policy_topic import read_policy_records
@@ -493,6 +514,16 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Raise instead of printing the usage block."""
         raise CliError(f"{message} (see `{self.prog} --help`)", EXIT_USAGE)
+
+
+def _add_policy_topic(p: argparse.ArgumentParser) -> None:
+    """--policy-topic, shared by replay, explain and compare."""
+    p.add_argument(
+        "--policy-topic",
+        metavar="TOPIC",
+        help="instead of --policy: start with this policy topic's last valid version (read "
+        "from --broker) and apply only its policy_switch records",
+    )
 
 
 def _add_input(p: argparse.ArgumentParser) -> None:
@@ -592,6 +623,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_input(r)
     r.add_argument("--policy", help=POLICY_HELP)
+    _add_policy_topic(r)
     r.add_argument("--format", choices=["jsonl", "table"], default="jsonl")
     r.add_argument("--output", help="write decisions here instead of stdout")
     r.add_argument("--strict", action="store_true", help="stop at the first malformed line")
@@ -609,6 +641,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("run_id", metavar="RUN_ID")
     _add_input(e)
     e.add_argument("--policy", help=POLICY_HELP)
+    _add_policy_topic(e)
     e.add_argument("--format", choices=["table", "json"], default="table")
     e.set_defaults(func=cmd_explain)
 
@@ -617,6 +650,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_input(c)
     c.add_argument("--policy", help="the current " + POLICY_HELP)
+    _add_policy_topic(c)
     c.add_argument("--candidate", required=True, help="the policy to evaluate")
     c.add_argument("--format", choices=["text", "json"], default="text")
     c.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")

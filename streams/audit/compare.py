@@ -28,6 +28,7 @@ from loopguard_fleet.detectors import (
 )
 from loopguard_fleet.detectors.process import GivenVerdict
 from loopguard_fleet.streams.audit.replay import Rejected, Replayer
+from loopguard_fleet.streams.processing.policy_switch import EVERY_POLICY_TOPIC
 
 __all__ = ["CompareReport", "RunOutcome", "compare", "render_summary"]
 
@@ -192,15 +193,19 @@ def compare(
     idle_ttl_ms: int | None = None,
     *,
     share_runs: bool = True,
+    follows: str | None = EVERY_POLICY_TOPIC,
 ) -> CompareReport:
     """Replay both policies over `items` in one pass and collect the differences.
 
     `share_runs` (the default) holds a run once while both policies would leave it in the
     same state (see `_Shared`); off, every event goes to both sides. The report is the same.
+    `follows`: the policy topic whose switch records the current side applies.
     """
+    # The current side follows the input's policy switch records, as the workers did; the
+    # candidate is what would have decided instead, all along.
     sides = (
-        Replayer(current, idle_ttl_ms=idle_ttl_ms),
-        Replayer(candidate, idle_ttl_ms=idle_ttl_ms),
+        Replayer(current, idle_ttl_ms=idle_ttl_ms, follows=follows),
+        Replayer(candidate, idle_ttl_ms=idle_ttl_ms, follows=None),
     )
     report = CompareReport(thresholds=(current.effective(None), candidate.effective(None)))
     first, second = sides
@@ -216,6 +221,10 @@ def compare(
     shared = _Shared(first, second) if share_runs and not has_fleet else None
     for pos, raw in items:
         ev = first.decode(pos, raw)
+        if ev is None:  # a policy switch (or a topic's next partition): the current side's
+            if shared is not None:
+                shared.policy_changed()
+            continue
         if isinstance(ev, Rejected):
             continue
         if shared is not None and shared.holds(ev):
@@ -318,6 +327,12 @@ class _Shared:
         self.forked.add(ev.run_id)
         self.second.adopt(ev.run_id, run)
         return False
+
+    def policy_changed(self) -> None:
+        """The current side's policy changed (a switch record): how the two sides' thresholds
+        differ is found again, per agent, at each shared run's next event."""
+        self._kinds.clear()
+        self._pairs.clear()
 
     def rejoin(self, ev: Event) -> None:
         """Share a forked run again if both sides now hold equal states (called after each

@@ -32,7 +32,9 @@ from loopguard_fleet.detectors import (
 )
 from loopguard_fleet.detectors.history import repeat_counts
 from loopguard_fleet.detectors.rules import known_poll, ping_pong, unknown_tool
-from loopguard_fleet.streams.audit.replay import Replayer
+from loopguard_fleet.streams.audit.inputs import PartitionStart
+from loopguard_fleet.streams.audit.replay import Rejected, Replayer
+from loopguard_fleet.streams.processing.policy_switch import EVERY_POLICY_TOPIC, SWITCH_TYPE
 from loopguard_fleet.streams.wire.codec import InputRejected, decode_object
 
 __all__ = ["Row", "Timeline", "explain_run", "render_json", "render_table"]
@@ -98,20 +100,30 @@ def explain_run(
     items: Iterable[tuple[int, bytes]],
     run_id: str,
     idle_ttl_ms: int | None = None,
+    follows: str | None = EVERY_POLICY_TOPIC,
 ) -> Timeline:
-    """Replay the input and keep the timeline of one run (empty rows if it never appears)."""
-    replayer = Replayer(policy, idle_ttl_ms=idle_ttl_ms)
+    """Replay the input and keep the timeline of one run (empty rows if it never appears);
+    `follows`: the policy topic whose switch records apply."""
+    replayer = Replayer(policy, idle_ttl_ms=idle_ttl_ms, follows=follows)
     timeline = Timeline(run_id)
     has_fleet = policy.fleet.enabled
     signals: list[dict[str, JSON]] = []
     calls: dict[str, int] = {}
     n_calls = 0
+    in_force = policy
     for pos, raw in items:
+        if isinstance(raw, PartitionStart):  # a topic's next partition: its own switches
+            replayer.feed_line(pos, raw)
+            continue
         timeline.lines += 1
         try:
             obj = decode_object(raw, replayer.max_line_bytes)
         except InputRejected:
             timeline.rejected += 1
+            continue
+        if obj.get("type") == SWITCH_TYPE:  # the policy of the events after it
+            if isinstance(replayer.feed_line(pos, raw, obj), Rejected):
+                timeline.rejected += 1
             continue
         replayer.observe_time(obj)  # other runs' times count, as in a replay
         replayer.observe_event_time(obj)
@@ -155,9 +167,10 @@ def explain_run(
         _keep_signals(signals, decisions)
         row.decisions = [d.to_wire() for d in decisions if d.kind != "fleet_signal"]
         timeline.rows.append(row)
+        in_force = replayer.driver.policy_of(0)  # the run's, after a policy switch
         if timeline.agent_id is None and state.agent_id is not None:
             timeline.agent_id = state.agent_id
-    timeline.thresholds = policy.effective(timeline.agent_id)
+    timeline.thresholds = in_force.effective(timeline.agent_id)
     named = {d.get("fleet_signal_id") for r in timeline.rows for d in r.decisions}
     timeline.fleet_signals = [s for s in signals if s["signal_id"] in named]
     return timeline

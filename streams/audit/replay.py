@@ -29,6 +29,7 @@ from loopguard_fleet.streams.processing.driver import DriverLimits, RunDriver, e
 from loopguard_fleet.streams.processing.fleet import OrderedFleet
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.partition import LiveRun
+from loopguard_fleet.streams.processing.policy_switch import EVERY_POLICY_TOPIC
 from loopguard_fleet.streams.wire.codec import encode, run_key
 
 __all__ = [
@@ -189,6 +190,7 @@ class Replayer:
         channel_tools: frozenset[str] | None = None,
         idle_ttl_ms: int | None = None,
         max_line_bytes: int = MAX_LINE_BYTES,
+        follows: str | None = EVERY_POLICY_TOPIC,
     ) -> None:
         self.policy = policy if channel_tools is None else policy.with_channel_tools(channel_tools)
         self.idle_ttl_ms = idle_ttl_ms or None
@@ -208,6 +210,7 @@ class Replayer:
             OfflineMetrics(),
             offline=True,
             fleet=fleet,
+            follows=follows,  # the policy topic whose switch records apply (docs/policy.md)
         )
         self._runs = self.driver.partition(0)
         self._msg = _Line()
@@ -356,15 +359,21 @@ class Replayer:
         self.observe_time(obj)
         return self.feed_event(parse_event(obj))
 
-    def decode(self, line: int, raw: bytes | str) -> Event | Rejected:
-        """Decode and validate one line as the worker does (the driver's decode step)."""
+    def decode(self, line: int, raw: bytes | str) -> Event | Rejected | None:
+        """Decode and validate one line as the worker does (the driver's decode step); None
+        for a line that is no event but was applied: a policy switch, a partition start."""
         if isinstance(raw, RefusedItem):
             return self.reject(line, raw.reason, raw.detail)
+        if isinstance(raw, PartitionStart):
+            self.driver.restart_policy(0)
+            return None
         msg = self._msg
         msg.offset = line
         msg.value = raw.encode() if isinstance(raw, str) else raw
         ev = self.driver.decode(msg)
-        return self._refused(line) if ev is None else ev
+        if ev is None:
+            return self._refused(line) if self.outputs.dead_letters else None
+        return ev
 
     def reject(self, line: int, reason: str, detail: str) -> Rejected:
         """Count a malformed input line."""

@@ -27,7 +27,7 @@ from loopguard_fleet.streams.audit.replay import (
     Replayer,
     event_time_ms,
 )
-from loopguard_fleet.streams.processing.policy_switch import SWITCH_TYPE
+from loopguard_fleet.streams.processing.policy_switch import EVERY_POLICY_TOPIC, SWITCH_TYPE
 from loopguard_fleet.streams.wire.codec import InputRejected, decode_object
 
 __all__ = [
@@ -59,6 +59,7 @@ class ReplaySpec:
     table: bool = False  # render table rows instead of control-message JSON
     idle_ttl_ms: int | None = None
     max_line_bytes: int = 1_048_576
+    follows: str | None = EVERY_POLICY_TOPIC  # the policy topic whose switch records apply
 
 
 def render_table(d: Decision) -> str:
@@ -82,7 +83,12 @@ def render_table(d: Decision) -> str:
 
 def make_replayer(spec: ReplaySpec) -> Replayer:
     """The offline replayer a shard (or `--jobs 1`) replays with."""
-    return Replayer(spec.policy, idle_ttl_ms=spec.idle_ttl_ms, max_line_bytes=spec.max_line_bytes)
+    return Replayer(
+        spec.policy,
+        idle_ttl_ms=spec.idle_ttl_ms,
+        max_line_bytes=spec.max_line_bytes,
+        follows=spec.follows,
+    )
 
 
 def rendered(table: bool, decisions: list[Decision], published: list[bytes]) -> bytes:

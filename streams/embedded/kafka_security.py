@@ -114,9 +114,11 @@ def loopguard_acls(
     # It creates (or finds) its own topics before subscribing (streams/worker/run.py).
     for topic in (*inputs, control, dead_letter, changelog, fleet):
         rules.append(Acl(worker, "create", "topic", topic))
-    # The policy topic (docs/policy.md): workers read it without a group, and create it
-    # (LOOPGUARD_POLICY_TOPIC); only the operator principal publishes a policy (and reads and
-    # creates the topic: `policy push` shows the change against the live version).
+    # The policy topic (docs/policy.md): workers read it, without a group at start-up and in
+    # their group after, and create it (LOOPGUARD_POLICY_TOPIC); the one that owns it writes
+    # each version to every tool-calls partition (the write granted above for fleet signals).
+    # Only the operator principal publishes a policy (and reads and creates the topic:
+    # `policy push` shows the change against the live version).
     rules += [Acl(worker, op, "topic", policy) for op in ("read", "describe", "create")]
     rules += [Acl(operator, op, "topic", policy) for op in ("write", "read", "describe", "create")]
     # The OTLP bridge (LOOPGUARD_TOPIC_OTLP_SPANS, docs/audit.md): the workers consume the

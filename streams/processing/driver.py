@@ -43,9 +43,11 @@ from loopguard_fleet.streams.processing.partition import (
     snapshot_state,
 )
 from loopguard_fleet.streams.processing.policy_switch import (
+    EVERY_POLICY_TOPIC,
     SWITCH_KEY,
     SWITCH_TYPE,
     InForce,
+    follows,
     read_switch,
     stored_switch,
 )
@@ -153,7 +155,8 @@ class RunDriver:
     run's key is derived from its run_id and stream time is the largest event `ts` seen, and
     only when the limits set an idle TTL (docs/audit.md). `fleet` (fleet signals on in the
     policy): the fleet stage, over the one input order of a replay or over a worker's
-    partitions (streams/processing/fleet.py).
+    partitions (streams/processing/fleet.py). `follows`: the policy topic whose
+    `policy_switch` records apply (docs/policy.md; every topic's by default, None: none).
     """
 
     def __init__(
@@ -166,8 +169,10 @@ class RunDriver:
         *,
         offline: bool = False,
         fleet: FleetStage | None = None,
+        follows: str | None = EVERY_POLICY_TOPIC,
     ) -> None:
         self._base = InForce(policy)  # a partition's policy until its first switch record
+        self._follows = follows  # the policy topic whose switch records apply (None: none)
         # Each input partition's policy once a switch record was read on it (docs/policy.md,
         # "Where a switch applies"); None: the partition has none stored.
         self._in_force: dict[int, InForce | None] = {}
@@ -296,8 +301,9 @@ class RunDriver:
             if obj is None:
                 obj = decode_object(msg.value, self._limits.max_message_bytes)
             if obj.get("type") == SWITCH_TYPE:
-                self._apply_switch(msg, obj)
-                return None  # applied to the partition's policy: no run event
+                if follows(obj, self._follows):
+                    self._apply_switch(msg, obj)
+                return None  # applied to the partition's policy (or another group's): no event
             if self._fleet is not None and obj.get("type") == "fleet_signal":
                 self._apply_signal(msg, obj)
                 return None  # applied to the partition's firing set: no run event

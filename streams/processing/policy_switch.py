@@ -1,7 +1,7 @@
 """Policy switches as input records (docs/policy.md, "Where a switch applies").
 
 The worker that owns the policy topic writes each valid version as a `policy_switch` record to
-every partition of the tool-calls topic (streams/worker/policy_switch.py). Each input
+every partition of the tool-calls topic (streams/worker/policy_follower.py). Each input
 partition decides with the version of the last switch read on it, in offset order, stored in
 the run table under `SWITCH_KEY`, so a restart resumes with the version in force at its
 committed offset; before its first switch a partition decides with the worker's start-up
@@ -21,10 +21,12 @@ from loopguard_fleet.detectors import Thresholds
 from loopguard_fleet.streams.wire.codec import InputRejected
 
 __all__ = [
+    "EVERY_POLICY_TOPIC",
     "SWITCH_KEY",
     "SWITCH_TYPE",
     "InForce",
     "encode_switch",
+    "follows",
     "read_switch",
     "stored_switch",
 ]
@@ -34,12 +36,16 @@ SWITCH_TYPE: Final = "policy_switch"
 #: The table key of an input partition's policy switch: bytes no run id's UTF-8 key can hold
 #: (as the fleet's FIRING_KEY).
 SWITCH_KEY: Final = b"\xff\xfeloopguard-policy-switch"
+#: `RunDriver(follows=…)`: the switch records of every policy topic apply (a replay without
+#: --policy-topic). No Kafka topic name holds a `*`.
+EVERY_POLICY_TOPIC: Final = "*"
 
 
-def encode_switch(version: str, document: object, policy_offset: int) -> bytes:
-    """The `policy_switch` input record of a policy document read at `policy_offset` of the
-    policy topic (`version`: its version, for readers; the document is what applies)."""
-    head = {"type": SWITCH_TYPE, "version": version, "policy_offset": policy_offset}
+def encode_switch(version: str, document: object, policy_topic: str, policy_offset: int) -> bytes:
+    """The `policy_switch` input record of a policy document read at `policy_offset` of
+    `policy_topic` (`version`: its version, for readers; the document is what applies)."""
+    head = {"type": SWITCH_TYPE, "version": version, "policy_topic": policy_topic,
+            "policy_offset": policy_offset}  # fmt: skip
     # The document as the policy record holds it (json: any number a valid policy may hold).
     return encode_policy_record(head)[:-1] + b',"policy":' + encode_policy_record(document) + b"}"
 
@@ -60,6 +66,17 @@ def read_switch(obj: Mapping[str, Any], like: Policy) -> Policy:
 def stored_switch(obj: Mapping[str, Any]) -> bytes:
     """A switch record as the table stores it (read back with `read_switch`)."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def follows(obj: Mapping[str, Any], policy_topic: str | None) -> bool:
+    """Whether a driver following `policy_topic` applies this switch record: one of its own
+    group's policy topic (several worker groups, each following its own, may read one input
+    topic: a shadow group's switches are not the enforcing group's). None: no topic. Raises
+    InputRejected(`invalid_policy_switch`) for a record that names no topic."""
+    source = obj.get("policy_topic")
+    if not isinstance(source, str):
+        raise InputRejected("invalid_policy_switch", "the policy topic it was read from")
+    return policy_topic is not None and policy_topic in (EVERY_POLICY_TOPIC, source)
 
 
 class InForce:

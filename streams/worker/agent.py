@@ -105,6 +105,7 @@ class RunProcessor:
             _FaustOutputs(self._outbox, wiring),
             metrics,
             fleet=self.fleet,
+            follows=settings.policy_topic,  # its group's switch records only (docs/policy.md)
         )
         self._metrics = metrics
         self._lock = asyncio.Lock()  # a batch and a checkpoint's taking never interleave

@@ -95,7 +95,7 @@ class PolicySwitches:
             self._metrics.count_rejected(exc.reason)
             return
         assert value is not None  # read_policy_record refuses an empty record
-        self._send(encode_switch(policy.version, json.loads(value), offset))
+        self._send(encode_switch(policy.version, json.loads(value), self._topic, offset))
         log.info("policy %s from offset %d sent to every input partition", policy.version, offset)
 
 

@@ -16,6 +16,7 @@ import pytest
 from loopguard_fleet.config import load_policy
 from loopguard_fleet.config.policy_record import POLICY_KEY
 from loopguard_fleet.streams.cli import main
+from tests.wire import RunScript
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
 from .conftest import (
@@ -132,3 +133,52 @@ async def test_push_switches_a_live_worker_and_an_invalid_record_changes_nothing
         2,
         "observe",
     )
+
+
+SWITCHED = {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 3,
+                                        "criticalThreshold": 5}}}  # fmt: skip
+
+
+async def test_live_decisions_equal_the_topic_replay_byte_for_byte_across_a_switch(
+    start_worker: Callable[..., WorkerProcess],
+    topics: TopicSet,
+    kafka: KafkaIO,
+    policy_topic: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    enforce, switched = load_policy(ENFORCE), load_policy(SWITCHED)
+    worker = start_worker()
+    await worker.wait_until("/metrics", _version_is(enforce.version), 30)
+    runs = [RunScript(f"switch-run-{i}") for i in range(6)]  # over the 4 partitions
+
+    def reads(n: int) -> list[tuple[str, bytes, bytes]]:
+        """`n` more identical reads of every run (a generic repeat)."""
+        events = [(run, e) for run in runs for _ in range(n)
+                  for e in run.both("read", {"path": "/x"}, result="same")]  # fmt: skip
+        return [(topics.tool_calls, run.run_id.encode(), orjson.dumps(e)) for run, e in events]
+
+    # The 11th read warns under the start-up policy; after the push, the 12th is critical.
+    await produce(kafka.bootstrap, reads(11))
+    await kafka.consume_until(topics.control, lambda ms: len(ms) >= len(runs), 30)
+    path = tmp_path / "switched.json"
+    path.write_text(json.dumps(SWITCHED))
+    code, _, _ = await _cli(capsys, "policy", "push", str(path), "--broker", kafka.bootstrap,
+                            "--topic", policy_topic)  # fmt: skip
+    assert code == 0
+    await worker.wait_until("/metrics", _version_is(switched.version), 10)
+    await produce(kafka.bootstrap, reads(1))
+    live = await kafka.consume_until(topics.control, lambda ms: len(ms) >= 3 * len(runs), 30)
+
+    code, out, _ = await _cli(capsys, "replay", "--topic", topics.tool_calls, "--broker",
+                              kafka.bootstrap, "--policy", str(tmp_path / "enforce.json"),
+                              "--quiet")  # fmt: skip
+    assert code == 0
+    replayed = out.encode().splitlines()
+    for run in runs:
+        key = run.run_id.encode()
+        of_this = [m.value for m in sorted(live, key=lambda m: m.offset) if m.key == key]
+        assert of_this == [line for line in replayed if orjson.loads(line)["run_id"] == run.run_id]
+    assert len(replayed) == len(live) == 3 * len(runs)
+    versions = {m.json["policy_version"]: m.json.get("level") for m in live if m.json.get("level")}
+    assert versions == {enforce.version: "warning", switched.version: "critical"}

@@ -99,7 +99,9 @@ def test_the_policy_owner_sends_good_records_as_switches_and_dead_letters_bad_on
     for offset, (value, _, _) in enumerate(BAD.values(), 1):
         switches.take(offset, value, POLICY_KEY, 1_700_000_000_000)
     version = load_policy(ON).version
-    assert sent == [{"type": "policy_switch", "version": version, "policy_offset": 0, "policy": ON}]
+    topic = "loopguard.policy"
+    assert sent == [{"type": "policy_switch", "version": version, "policy_topic": topic,
+                     "policy_offset": 0, "policy": ON}]  # fmt: skip
     assert [letter["reason"] for letter in letters] == [reason for _, reason, _ in BAD.values()]
     assert letters[0]["topic"] == "loopguard.policy" and letters[0]["offset"] == 1
     value = metrics.registry.get_sample_value

@@ -10,6 +10,8 @@ import orjson
 import pytest
 
 from loopguard_fleet.config import Policy, load_policy
+from loopguard_fleet.streams.audit.compare import compare
+from loopguard_fleet.streams.audit.explain import explain_run
 from loopguard_fleet.streams.audit.inputs import PARTITION_START, FileInput
 from loopguard_fleet.streams.audit.replay import (
     LineOutput,
@@ -32,14 +34,17 @@ NEW_DOC: dict[str, Any] = {
 OLD, NEW = load_policy(OLD_DOC), load_policy(NEW_DOC)
 
 
-def switch(doc: dict[str, Any], offset: int = 0) -> bytes:
-    return encode_switch(load_policy(doc).version, doc, offset)
+def switch(doc: dict[str, Any], offset: int = 0, topic: str = "loopguard.policy") -> bytes:
+    return encode_switch(load_policy(doc).version, doc, topic, offset)
 
 
-def driver(store: MemoryStore, metrics: Metrics | None = None) -> tuple[RunDriver, MemoryOutputs]:
+def driver(
+    store: MemoryStore, metrics: Metrics | None = None, follows: str | None = "loopguard.policy"
+) -> tuple[RunDriver, MemoryOutputs]:
     outputs = MemoryOutputs()
     limits = DriverLimits(1_048_576, 256, run_idle_ttl_ms=0, run_cache_idle_ms=0)
-    return RunDriver(OLD, limits, store, outputs, metrics or Metrics()), outputs
+    metrics = metrics or Metrics()
+    return RunDriver(OLD, limits, store, outputs, metrics, follows=follows), outputs
 
 
 class Partition:
@@ -83,6 +88,15 @@ def test_a_switch_applies_from_its_offset_on_its_own_partition_only() -> None:
     assert b_after == [NEW.version]  # the 11th read: above the new warning threshold
     assert by_run["a"] and d.policy_of(1).version == NEW.version
     assert d.policy_of(0).version == OLD.version and outputs.dead_letters == []
+
+
+@pytest.mark.parametrize("follows", [None, "shadow.policy"])
+def test_a_worker_applies_only_its_own_groups_switches(follows: str | None) -> None:
+    d, outputs = driver(MemoryStore(), follows=follows)
+    d.apply(Partition(0)(b"policy", switch(NEW_DOC)))  # from loopguard.policy
+    assert d.policy_of(0) is OLD and not d.has_dirty and outputs.dead_letters == []
+    d.apply(Partition(0)(b"policy", switch(NEW_DOC, topic="shadow.policy")))
+    assert d.policy_of(0).version == (NEW.version if follows else OLD.version)
 
 
 def test_a_switch_decides_events_after_it_in_the_same_batch() -> None:
@@ -134,15 +148,16 @@ def test_an_invalid_switch_is_dead_lettered_and_counted_and_the_policy_stays() -
     bad_threshold = {"tools": {"loopDetection": {"warningThreshold": 0}}}
     d.apply(
         p(b"policy",
-          encode_switch("sha256:x", bad_threshold, 0),
-          {"type": "policy_switch", "version": "sha256:x"},
-          {"type": "policy_switch", "policy": NEW_DOC})
+          encode_switch("sha256:x", bad_threshold, "loopguard.policy", 0),
+          {"type": "policy_switch", "version": "sha256:x", "policy_topic": "loopguard.policy"},
+          {"type": "policy_switch", "policy": NEW_DOC, "policy_topic": "loopguard.policy"},
+          {"type": "policy_switch", "version": "sha256:x", "policy": NEW_DOC})  # no topic
     )  # fmt: skip
     reasons = [orjson.loads(v)["reason"] for v in outputs.dead_letters]
-    assert reasons == ["invalid_policy_switch"] * 3
+    assert reasons == ["invalid_policy_switch"] * 4
     assert d.policy_of(0) is OLD and not d.has_dirty
     total = "loopguard_events_rejected_total"
-    assert metrics.registry.get_sample_value(total, {"reason": "invalid_policy_switch"}) == 3
+    assert metrics.registry.get_sample_value(total, {"reason": "invalid_policy_switch"}) == 4
 
 
 def test_replay_applies_the_switch_records_of_its_input_in_line_order() -> None:
@@ -156,7 +171,8 @@ def test_replay_applies_the_switch_records_of_its_input_in_line_order() -> None:
 
 def test_the_switch_record_holds_the_document_and_its_version() -> None:
     record = orjson.loads(switch(NEW_DOC, offset=7))
-    assert record == {"type": "policy_switch", "version": NEW.version, "policy_offset": 7,
+    assert record == {"type": "policy_switch", "version": NEW.version,
+                      "policy_topic": "loopguard.policy", "policy_offset": 7,
                       "policy": NEW_DOC}  # fmt: skip
     assert isinstance(OLD, Policy)
 
@@ -191,7 +207,8 @@ def test_a_topic_replay_starts_each_partition_with_the_policy_it_was_given() -> 
 def test_sharded_replay_applies_each_switch_in_every_shard(bad_switch: bool) -> None:
     lines = [orjson.dumps(e) for r in "abcdef" for e in repeats(RunScript(r), 2)]
     if bad_switch:
-        lines.append(orjson.dumps({"type": "policy_switch", "version": "sha256:x"}))
+        lines.append(orjson.dumps({"type": "policy_switch", "version": "sha256:x",
+                                   "policy_topic": "loopguard.policy"}))  # fmt: skip
     lines.append(switch(NEW_DOC))
     lines += [orjson.dumps(e) for r in "abcdef" for e in repeats(RunScript(r), 4)[4:]]
     lines += [PARTITION_START, *_lines_of("g", 4, 0, switched=False)]  # the old policy again
@@ -220,3 +237,17 @@ def test_shards_reading_a_file_apply_its_switch_records_as_one_process(tmp_path:
     sharded, stats = replay_sharded(ReplaySpec(OLD), FileInput(str(path)), 3)
     assert list(sharded) == expected and len(_decided(expected)) == 6
     assert stats.rejected_reasons == {"invalid_policy_switch": 1}
+
+
+def test_explain_and_compare_apply_switch_records_to_the_current_policy_only() -> None:
+    events = [orjson.dumps(e) for e in repeats(RunScript("r"), 4)]
+    switched = list(enumerate([switch(NEW_DOC), *events], 1))
+    timeline = explain_run(OLD, switched, "r")
+    decided = [(d["seq"], d["policy_version"]) for row in timeline.rows for d in row.decisions]
+    assert decided == [(7, NEW.version)] and timeline.rejected == 0
+    assert timeline.thresholds["warningThreshold"] == 3
+    # The current side switched to the candidate's policy: no difference, and none refused.
+    same = compare(OLD, NEW, switched).to_json()
+    assert (same["decisions"]["current"], same["rejected"]) == (same["decisions"]["candidate"], 0)
+    differs = compare(OLD, NEW, list(enumerate(events, 1))).to_json()
+    assert differs["decisions"]["current"] != differs["decisions"]["candidate"]

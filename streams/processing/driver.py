@@ -43,13 +43,18 @@ from loopguard_fleet.streams.processing.partition import (
     snapshot_state,
 )
 from loopguard_fleet.streams.processing.policy_switch import (
+    BEFORE_FIRST,
     EVERY_POLICY_TOPIC,
+    MAX_SWITCHES,
     SWITCH_KEY,
     SWITCH_TYPE,
     InForce,
+    dump_switches,
     follows,
+    load_switches,
     read_switch,
-    stored_switch,
+    switch_at,
+    switch_entry,
 )
 from loopguard_fleet.streams.processing.stored import decode_stored, encode_stored
 from loopguard_fleet.streams.wire.codec import InputRejected, decode_object, encode, run_key
@@ -67,7 +72,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_UNLOADED: Any = object()  # a partition whose stored switch record was not looked up yet
+_UNLOADED: Any = object()  # a partition whose stored switches were not looked up yet
+_LATEST = 1 << 63  # an offset after every switch
 
 
 class Message(Protocol):
@@ -156,7 +162,9 @@ class RunDriver:
     only when the limits set an idle TTL (docs/audit.md). `fleet` (fleet signals on in the
     policy): the fleet stage, over the one input order of a replay or over a worker's
     partitions (streams/processing/fleet.py). `follows`: the policy topic whose
-    `policy_switch` records apply (docs/policy.md; every topic's by default, None: none).
+    `policy_switch` records apply (docs/policy.md; every topic's by default, None: none);
+    `base_document`: the base policy's document, stored with a partition's switches so that
+    a worker started with another policy resumes it as it was (a worker; None: not stored).
     """
 
     def __init__(
@@ -170,13 +178,18 @@ class RunDriver:
         offline: bool = False,
         fleet: FleetStage | None = None,
         follows: str | None = EVERY_POLICY_TOPIC,
+        base_document: Mapping[str, Any] | None = None,
     ) -> None:
         self._base = InForce(policy)  # a partition's policy until its first switch record
         self._follows = follows  # the policy topic whose switch records apply (None: none)
         # Each input partition's policy once a switch record was read on it (docs/policy.md,
         # "Where a switch applies"); None: the partition has none stored.
         self._in_force: dict[int, InForce | None] = {}
-        self._switched: dict[int, bytes] = {}  # switch records the next checkpoint stores
+        # Each partition's switches (input offset, record), as stored, and those the next
+        # checkpoint stores; the base policy's document, stored before the first switch.
+        self._switches: dict[int, list[tuple[int, dict[str, Any]]]] = {}
+        self._switched: dict[int, bytes] = {}
+        self._base_document = base_document
         self._fleet = fleet
         self.event_ms = 0  # the event time of the message being applied (fleet stage only)
         self._offline = offline
@@ -200,42 +213,56 @@ class RunDriver:
         """Decide a partition with the base policy again, as before its first switch record
         (a replay reading the next partition of a topic into its one partition)."""
         self._in_force[partition] = None
+        self._switches[partition] = []
         self._switched.pop(partition, None)
 
-    def _policy_in(self, partition: int) -> InForce:
-        """A partition's policy: its last switch record's (loaded from the store on first use
-        since assignment), else the base policy."""
+    def _policy_in(self, partition: int, offset: int = _LATEST) -> InForce:
+        """A partition's policy: the last switch read on it, loaded on first use since
+        assignment for an event at `offset` (the switch in force there), else the base."""
         in_force = self._in_force.get(partition, _UNLOADED)
         if in_force is _UNLOADED:
-            in_force = self._in_force[partition] = self._load_switch(partition)
+            in_force = self._in_force[partition] = self._load_switches(partition, offset)
         return in_force if in_force is not None else self._base
 
-    def _load_switch(self, partition: int) -> InForce | None:
-        """The switch record stored for a partition, if any (an unreadable one: none)."""
-        raw = self._store.get(partition, SWITCH_KEY)
-        if raw is None:
+    def _load_switches(self, partition: int, offset: int) -> InForce | None:
+        """The switches stored for a partition, and the one in force at `offset`."""
+        switches = self._switches[partition] = load_switches(self._store.get(partition, SWITCH_KEY))
+        obj = switch_at(switches, offset)
+        if obj is None:
             return None
         try:
-            return InForce(read_switch(decode_object(raw, len(raw)), self._base.policy))
+            return InForce(read_switch(obj, self._base.policy))
         except InputRejected:
             log.exception("dropping the unreadable policy switch of partition %d", partition)
             return None
 
     def _apply_switch(self, msg: Message, obj: dict[str, Any]) -> None:
         """A `policy_switch` input record: its partition decides its next events with the
-        record's policy. It is stored by the next checkpoint, with the run states its offset
-        covers (a restart or a rebalance loads it back with the partition and reads the events
-        after that checkpoint again, with the version they were decided with). The version
-        in force already: nothing changes (a record sent again)."""
+        record's policy. A switch read for the first time joins the partition's switches,
+        stored by the next checkpoint (docs/policy.md); the version in force already:
+        nothing changes (a record sent again)."""
         policy = read_switch(obj, self._base.policy)
-        partition = msg.partition
-        if self._policy_in(partition).policy.version == policy.version:
+        partition, offset = msg.partition, msg.offset
+        before = self._policy_in(partition, offset)
+        if before.policy.version == policy.version:
             return
+        switches = self._switches.setdefault(partition, [])
+        if not switches or offset > switches[-1][0]:  # not a switch read again after a restart
+            if not switches and self._base_document is not None:
+                switches.append((BEFORE_FIRST, self._base_entry()))
+            switches.append((offset, obj))
+            del switches[: -MAX_SWITCHES - 1]
+            self._switched[partition] = dump_switches(switches)
         self._in_force[partition] = InForce(policy)
-        self._switched[partition] = stored_switch(obj)
         self._metrics.set_policy(policy.version)
         log.info("partition %d decides with policy %s from offset %d", partition,
-                 policy.version, msg.offset)  # fmt: skip
+                 policy.version, offset)  # fmt: skip
+
+    def _base_entry(self) -> dict[str, Any]:
+        """The base policy as a switch entry (what decided before the first switch)."""
+        assert self._base_document is not None
+        topic = self._follows or EVERY_POLICY_TOPIC
+        return switch_entry(self._base_document, self._base.policy.version, topic)
 
     @property
     def has_fleet(self) -> bool:
@@ -351,7 +378,7 @@ class RunDriver:
         saved = state.save()
         # effective_agent and the thresholds cache, inlined: this is the worker's hot path
         agent = state.agent_id if state.agent_id is not None else ev.agent_id
-        in_force = self._in_force.get(partition) or self._policy_in(partition)
+        in_force = self._in_force.get(partition) or self._policy_in(partition, msg.offset)
         th = in_force.thresholds.get(agent) or in_force.for_agent(agent)
         if in_force.tuned and ev.call is not None:
             th = in_force.policy.for_call(agent, ev.call.tool)  # loopguard.tools: per-tool tuning
@@ -444,6 +471,7 @@ class RunDriver:
         """Drop everything held for partitions whose ownership changed (revoke or assign)."""
         for p in partitions:
             self._in_force.pop(p, None)
+            self._switches.pop(p, None)
             self._switched.pop(p, None)
             runs = self._partitions.pop(p, None)
             if runs is not None:

@@ -90,6 +90,8 @@ class RunProcessor:
         policy: Policy,
         metrics: Metrics,
         outbox: Outbox | None = None,
+        *,
+        base_document: Mapping[str, Any] | None = None,
     ):
         self._w = wiring
         self._outbox: Outbox = outbox if outbox is not None else FaustOutbox(wiring)
@@ -106,6 +108,7 @@ class RunProcessor:
             metrics,
             fleet=self.fleet,
             follows=settings.policy_topic,  # its group's switch records only (docs/policy.md)
+            base_document=base_document,  # the start-up policy, stored with the first switch
         )
         self._metrics = metrics
         self._lock = asyncio.Lock()  # a batch and a checkpoint's taking never interleave

@@ -1,12 +1,11 @@
 """Follow the policy topic: each valid version becomes a switch record of every input
 partition (docs/policy.md, "Where a switch applies").
 
-The worker reads the topic to its end before it starts (`initial_policy`: the last valid
-record wins over LOOPGUARD_POLICY_FILE): partitions that read no switch yet decide with it.
 The topic's one partition is consumed by one Faust agent of the worker group, so one worker
 owns it; `PolicySwitches` writes each valid record as a `policy_switch` record to every
 partition of the tool-calls topic, where each worker applies it in offset order
-(streams/processing/policy_switch.py), as fleet signals are (streams/worker/fleet.py). An
+(streams/processing/policy_switch.py), as fleet signals are (streams/worker/fleet.py); before
+a partition's first switch, LOOPGUARD_POLICY_FILE's policy (else the defaults) decides it. An
 invalid record never replaces the last good version: it is dead-lettered with its reason,
 counted in `loopguard_events_rejected_total{reason}` and logged in one line.
 """
@@ -15,10 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from loopguard_fleet.config import Policy
 from loopguard_fleet.config.policy_record import (
     POLICY_KEY,
     PolicyRecordError,
@@ -26,7 +24,6 @@ from loopguard_fleet.config.policy_record import (
 )
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.detectors.profiles import Semantics
-from loopguard_fleet.streams.kafka.topic_reader import TopicRecord
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.policy_switch import encode_switch
 from loopguard_fleet.streams.wire.codec import encode
@@ -36,23 +33,9 @@ from loopguard_fleet.streams.worker.faust.batches import take_batches
 from loopguard_fleet.streams.worker.faust.bulk import messages_of
 from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
 
-__all__ = ["PolicySwitches", "initial_policy", "install_policy_switches"]
+__all__ = ["PolicySwitches", "install_policy_switches"]
 
 log = logging.getLogger(__name__)
-
-
-def initial_policy(
-    records: Sequence[TopicRecord], fallback: Policy, semantics: Semantics
-) -> Policy:
-    """The policy to start with: the topic's last valid record, else `fallback`."""
-    for record in reversed(records):
-        try:
-            return read_policy_record(record.value).with_semantics(semantics)
-        except PolicyRecordError as exc:
-            log.warning(
-                "policy record at offset %d refused (%s): %s", record.offset, exc.reason, exc
-            )
-    return fallback
 
 
 class PolicySwitches:

@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from loopguard_fleet.config import Policy, load_policy
 from loopguard_fleet.config.defaults import fleet_topic_of
+from loopguard_fleet.config.policy import read_policy_document
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.streams.cli_errors import (
     EXIT_BROKER_REFUSED,
@@ -20,7 +23,7 @@ from loopguard_fleet.streams.cli_errors import (
 )
 from loopguard_fleet.streams.kafka.admin import create_topics
 from loopguard_fleet.streams.kafka.broker_wait import BrokerUnreachable, retry_until_reachable
-from loopguard_fleet.streams.kafka.policy_topic import ensure_policy_topic, read_policy_records
+from loopguard_fleet.streams.kafka.policy_topic import ensure_policy_topic
 from loopguard_fleet.streams.kafka.security import BrokerRefused, ClientSecurity
 from loopguard_fleet.streams.otlp import OTLP_EXTRA
 from loopguard_fleet.streams.processing.metrics import Metrics
@@ -36,10 +39,7 @@ from loopguard_fleet.streams.worker.exactly_once import TransactionalOutbox
 from loopguard_fleet.streams.worker.faust.internals import QuietWorker
 from loopguard_fleet.streams.worker.fleet import install_fleet
 from loopguard_fleet.streams.worker.memory import HeapTrimmer, fix_mmap_threshold, glibc_malloc_trim
-from loopguard_fleet.streams.worker.policy_follower import (
-    initial_policy,
-    install_policy_switches,
-)
+from loopguard_fleet.streams.worker.policy_follower import install_policy_switches
 
 __all__ = ["assemble", "ensure_topics", "run_worker"]
 
@@ -73,29 +73,32 @@ def _policy(settings: Settings) -> Policy:
     return policy.with_semantics(settings.semantics)
 
 
-async def read_initial_policy(settings: Settings) -> Policy:
-    """The policy topic's last valid version (else the file's): the policy of input partitions
-    that read no switch record yet; creates the topic when it is missing."""
+async def ensure_policy_topic_of(settings: Settings) -> None:
+    """Create the policy topic when it is missing (one partition, compacted), before the
+    worker group subscribes to it."""
     assert settings.policy_topic is not None
-    security = ClientSecurity.from_settings(settings)
-    bootstrap = ",".join(settings.bootstrap_servers)
     await ensure_policy_topic(
-        bootstrap,
+        ",".join(settings.bootstrap_servers),
         settings.policy_topic,
         replication_factor=settings.replication_factor,
-        security=security,
+        security=ClientSecurity.from_settings(settings),
     )
-    records = await read_policy_records(bootstrap, settings.policy_topic, security=security)
-    return initial_policy(records, _policy(settings), settings.semantics)
+
+
+def _policy_document(settings: Settings) -> Mapping[str, Any]:
+    """The document of the file's policy ({}: the defaults), stored with a partition's first
+    switch (streams/processing/policy_switch.py)."""
+    read = read_policy_document(settings.policy_file) if settings.policy_file else {}
+    return read if isinstance(read, Mapping) else {}
 
 
 def assemble(
     settings: Settings,
     metrics: Metrics | None = None,
-    followed: Policy | None = None,
 ) -> tuple[Wiring, RunProcessor]:
-    """Build the app with its agent installed (no broker connection yet); `followed`: the
-    policy topic's version at start-up (`read_initial_policy`), the topic then followed."""
+    """Build the app with its agent installed (no broker connection yet); with a policy
+    topic, the agent that owns it too (its versions reach the partitions as switch records,
+    the file's policy decides before the first)."""
     metrics = metrics if metrics is not None else Metrics()
     settings.worker_data_dir.mkdir(parents=True, exist_ok=True)
     wiring = build_app(settings, metrics)
@@ -106,11 +109,13 @@ def assemble(
         if settings.processing_guarantee == "exactly_once"
         else BatchOutbox(wiring.app, settings.topic_control, settings.partitions)
     )
-    policy = _policy(settings) if followed is None else followed
+    policy = _policy(settings)
+    followed = settings.policy_topic is not None
+    document = _policy_document(settings) if followed else None
     metrics.set_policy(policy.version)
-    processor = RunProcessor(wiring, settings, policy, metrics, outbox)
+    processor = RunProcessor(wiring, settings, policy, metrics, outbox, base_document=document)
     install_agent(wiring, processor, settings)
-    if followed is not None:  # the policy topic's owner (streams/worker/policy_follower.py)
+    if followed:  # the policy topic's owner (streams/worker/policy_follower.py)
         install_policy_switches(wiring, settings, processor.note_read, metrics)
     if processor.fleet is not None:  # fleet signals on (docs/fleet.md)
         processor.fleet_link = install_fleet(
@@ -160,14 +165,13 @@ def run_worker(settings: Settings) -> int:
     except BrokerRefused as exc:  # credentials, CA or ACL: retrying cannot help
         sys.stderr.write(f"loopguard worker: {exc}\n")
         return EXIT_BROKER_REFUSED
-    followed = None
     if settings.policy_topic is not None:
         try:
-            followed = loop.run_until_complete(read_initial_policy(settings))
+            loop.run_until_complete(ensure_policy_topic_of(settings))
         except BrokerRefused as exc:
             sys.stderr.write(f"loopguard worker: {exc}\n")
             return EXIT_BROKER_REFUSED
-    wiring, _ = assemble(settings, followed=followed)
+    wiring, _ = assemble(settings)
     watch = _install_broker_watch(wiring, settings)
     worker = QuietWorker(
         wiring.app,

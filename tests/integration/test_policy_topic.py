@@ -21,6 +21,7 @@ from tests.worker_process import WorkerLauncher, WorkerProcess
 
 from .conftest import (
     KafkaIO,
+    Message,
     SessionBroker,
     TopicSet,
     deployment_settings,
@@ -139,6 +140,27 @@ SWITCHED = {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 3,
                                         "criticalThreshold": 5}}}  # fmt: skip
 
 
+def _reads(topic: str, runs: list[RunScript]) -> Callable[[int], list[tuple[str, bytes, bytes]]]:
+    """`reads(n)`: `n` more identical reads of every run (a generic repeat), as records."""
+
+    def reads(n: int) -> list[tuple[str, bytes, bytes]]:
+        events = [(run, e) for run in runs for _ in range(n)
+                  for e in run.both("read", {"path": "/x"}, result="same")]  # fmt: skip
+        return [(topic, run.run_id.encode(), orjson.dumps(e)) for run, e in events]
+
+    return reads
+
+
+async def _replayed_topic(
+    capsys: pytest.CaptureFixture[str], kafka: KafkaIO, topic: str, policy: Path
+) -> list[bytes]:
+    """`loopguard replay --topic` of the tool-calls topic: its control messages."""
+    code, out, _ = await _cli(capsys, "replay", "--topic", topic, "--broker", kafka.bootstrap,
+                              "--policy", str(policy), "--quiet")  # fmt: skip
+    assert code == 0
+    return out.encode().splitlines()
+
+
 async def test_live_decisions_equal_the_topic_replay_byte_for_byte_across_a_switch(
     start_worker: Callable[..., WorkerProcess],
     topics: TopicSet,
@@ -151,12 +173,7 @@ async def test_live_decisions_equal_the_topic_replay_byte_for_byte_across_a_swit
     worker = start_worker()
     await worker.wait_until("/metrics", _version_is(enforce.version), 30)
     runs = [RunScript(f"switch-run-{i}") for i in range(6)]  # over the 4 partitions
-
-    def reads(n: int) -> list[tuple[str, bytes, bytes]]:
-        """`n` more identical reads of every run (a generic repeat)."""
-        events = [(run, e) for run in runs for _ in range(n)
-                  for e in run.both("read", {"path": "/x"}, result="same")]  # fmt: skip
-        return [(topics.tool_calls, run.run_id.encode(), orjson.dumps(e)) for run, e in events]
+    reads = _reads(topics.tool_calls, runs)
 
     # The 11th read warns under the start-up policy; after the push, the 12th is critical.
     await produce(kafka.bootstrap, reads(11))
@@ -170,11 +187,7 @@ async def test_live_decisions_equal_the_topic_replay_byte_for_byte_across_a_swit
     await produce(kafka.bootstrap, reads(1))
     live = await kafka.consume_until(topics.control, lambda ms: len(ms) >= 3 * len(runs), 30)
 
-    code, out, _ = await _cli(capsys, "replay", "--topic", topics.tool_calls, "--broker",
-                              kafka.bootstrap, "--policy", str(tmp_path / "enforce.json"),
-                              "--quiet")  # fmt: skip
-    assert code == 0
-    replayed = out.encode().splitlines()
+    replayed = await _replayed_topic(capsys, kafka, topics.tool_calls, tmp_path / "enforce.json")
     for run in runs:
         key = run.run_id.encode()
         of_this = [m.value for m in sorted(live, key=lambda m: m.offset) if m.key == key]
@@ -182,3 +195,42 @@ async def test_live_decisions_equal_the_topic_replay_byte_for_byte_across_a_swit
     assert len(replayed) == len(live) == 3 * len(runs)
     versions = {m.json["policy_version"]: m.json.get("level") for m in live if m.json.get("level")}
     assert versions == {enforce.version: "warning", switched.version: "critical"}
+
+
+async def test_a_worker_killed_after_a_switch_decides_again_as_the_replay_does(
+    start_worker: Callable[..., WorkerProcess],
+    topics: TopicSet,
+    kafka: KafkaIO,
+    policy_topic: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    switched = load_policy(SWITCHED)
+    worker = start_worker()
+    await worker.wait_until("/metrics", _version_is(load_policy(ENFORCE).version), 30)
+    runs = [RunScript(f"killed-run-{i}") for i in range(6)]
+    reads = _reads(topics.tool_calls, runs)
+    # Reads 11-13 warn; the push follows at once and the worker is killed as soon as it
+    # switched, mostly before its next checkpoint: its successor reads those events again.
+    await produce(kafka.bootstrap, reads(13))
+    await kafka.consume_until(topics.control, lambda ms: len(ms) >= 3 * len(runs), 30)
+    path = tmp_path / "switched.json"
+    path.write_text(json.dumps(SWITCHED))
+    code, _, _ = await _cli(capsys, "policy", "push", str(path), "--broker", kafka.bootstrap,
+                            "--topic", policy_topic)  # fmt: skip
+    assert code == 0
+    await worker.wait_until("/metrics", _version_is(switched.version), 10)
+    worker.kill()
+    successor = start_worker()
+    await produce(kafka.bootstrap, reads(1))  # the 14th read: critical under the new version
+
+    def distinct(ms: list[Message]) -> set[bytes | None]:
+        return {m.value for m in ms}
+
+    live = await kafka.consume_until(
+        topics.control, lambda ms: len(distinct(ms)) >= 5 * len(runs), 60
+    )
+    replayed = await _replayed_topic(capsys, kafka, topics.tool_calls, tmp_path / "enforce.json")
+    # At least once: an event read again may be decided again, with the same bytes.
+    assert distinct(live) == set(replayed) and len(replayed) == 5 * len(runs)
+    assert successor.is_running

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from loopguard_fleet.config import Policy, load_policy
+from loopguard_fleet.config import load_policy
 from loopguard_fleet.config.policy_record import (
     MAX_POLICY_RECORD_BYTES,
     POLICY_KEY,
@@ -16,9 +16,8 @@ from loopguard_fleet.config.policy_record import (
     encode_policy_record,
     read_policy_record,
 )
-from loopguard_fleet.streams.kafka.topic_reader import TopicRecord
 from loopguard_fleet.streams.processing.metrics import Metrics
-from loopguard_fleet.streams.worker.policy_follower import PolicySwitches, initial_policy
+from loopguard_fleet.streams.worker.policy_follower import PolicySwitches
 
 ON = {"tools": {"loopDetection": {"enabled": True}}}
 BAD = {
@@ -68,19 +67,6 @@ def test_the_changes_name_each_effective_setting_that_moves() -> None:
     assert "agents.ci.enabled: (none) → false" in changes
     assert not [c for c in changes if c.startswith("global.warningThreshold")]
     assert effective_changes(tuned, tuned) == []
-
-
-def _record(offset: int, value: bytes | None) -> TopicRecord:
-    return TopicRecord(0, offset, POLICY_KEY, value)
-
-
-def test_the_worker_starts_from_the_last_valid_record_else_the_file() -> None:
-    fallback = Policy.default()
-    good = encode_policy_record(ON)
-    policy = initial_policy([_record(0, good), _record(1, b"{")], fallback, "configurable")
-    assert policy.version == load_policy(ON).version
-    assert initial_policy([_record(4, b"{")], fallback, "configurable") == fallback
-    assert initial_policy([], fallback, "configurable") == fallback
 
 
 def test_the_policy_owner_sends_good_records_as_switches_and_dead_letters_bad_ones() -> None:

@@ -251,3 +251,30 @@ def test_explain_and_compare_apply_switch_records_to_the_current_policy_only() -
     assert (same["decisions"]["current"], same["rejected"]) == (same["decisions"]["candidate"], 0)
     differs = compare(OLD, NEW, list(enumerate(events, 1))).to_json()
     assert differs["decisions"]["current"] != differs["decisions"]["candidate"]
+
+
+def test_a_successor_reading_from_an_older_offset_decides_each_event_as_before() -> None:
+    # Worker A started with OLD and read a switch to NEW at offset 8; a checkpoint stored the
+    # switches but (killed while writing) no run state, and nothing was committed. Worker B
+    # started later, with NEW (the topic's last version): it reads from offset 0 again.
+    run = RunScript("r")
+    p = Partition(0)
+    records = p(run_key("r"), *repeats(run, 4)) + p(b"policy", switch(NEW_DOC))
+    records += p(run_key("r"), *repeats(run, 2))
+    store = MemoryStore()
+    limits = DriverLimits(1_048_576, 256, run_idle_ttl_ms=0, run_cache_idle_ms=0)
+    a_out, b_out = MemoryOutputs(), MemoryOutputs()
+    a = RunDriver(OLD, limits, store, a_out, Metrics(), follows="loopguard.policy",
+                  base_document=OLD_DOC)  # fmt: skip
+    a.apply(records)
+    a.checkpoint()
+    switches_only = MemoryStore()
+    switches_only.put(0, SWITCH_KEY, store.get(0, SWITCH_KEY) or b"")
+    b = RunDriver(NEW, limits, switches_only, b_out, Metrics(), follows="loopguard.policy",
+                  base_document=NEW_DOC)  # fmt: skip
+    b.apply(records)
+    assert versions(a_out) == [(9, NEW.version), (11, NEW.version)]
+    assert b_out.decisions == a_out.decisions
+    # A worker that takes the partition over after the switch's offset decides with it.
+    c = RunDriver(OLD, limits, switches_only, MemoryOutputs(), Metrics())
+    assert c.policy_of(0).version == NEW.version

@@ -434,16 +434,16 @@ def cmd_policy_push(args: argparse.Namespace) -> int:
 
 def _replay_policy(args: argparse.Namespace) -> tuple[Policy, str]:
     """The policy a replay starts each partition with, and the policy topic whose switch
-    records it applies: --policy and every topic's, or --policy-topic T's last valid
-    version (what a worker starting now starts with) and T's only (docs/policy.md)."""
+    records it applies: --policy (else the default) and every topic's; with --policy-topic T,
+    T's only, starting from --policy, else from T's last valid version (docs/policy.md)."""
     from loopguard_fleet.streams.kafka.policy_topic import read_policy_records
     from loopguard_fleet.streams.processing.policy_switch import EVERY_POLICY_TOPIC
 
     topic = args.policy_topic
     if topic is None:
         return _policy(args.policy, args.semantics), EVERY_POLICY_TOPIC
-    if args.policy is not None:
-        raise CliError("give either --policy or --policy-topic, not both", EXIT_USAGE)
+    if args.policy is not None:  # the workers' file: before each partition's first switch
+        return _policy(args.policy, args.semantics), topic
 
     async def read(broker: str, security: Any) -> Any:
         return await read_policy_records(broker, topic, security=security)
@@ -521,8 +521,8 @@ def _add_policy_topic(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--policy-topic",
         metavar="TOPIC",
-        help="instead of --policy: start with this policy topic's last valid version (read "
-        "from --broker) and apply only its policy_switch records",
+        help="apply only this policy topic's policy_switch records; without --policy, start "
+        "from its last valid version (read from --broker)",
     )
 
 

@@ -152,11 +152,13 @@ def _reads(topic: str, runs: list[RunScript]) -> Callable[[int], list[tuple[str,
 
 
 async def _replayed_topic(
-    capsys: pytest.CaptureFixture[str], kafka: KafkaIO, topic: str, policy: Path
+    capsys: pytest.CaptureFixture[str], kafka: KafkaIO, topic: str, policy: Path, follows: str
 ) -> list[bytes]:
-    """`loopguard replay --topic` of the tool-calls topic: its control messages."""
+    """`loopguard replay --topic` of the tool-calls topic, with the workers' policy file and
+    their policy topic's switches: its control messages."""
     code, out, _ = await _cli(capsys, "replay", "--topic", topic, "--broker", kafka.bootstrap,
-                              "--policy", str(policy), "--quiet")  # fmt: skip
+                              "--policy", str(policy), "--policy-topic", follows,
+                              "--quiet")  # fmt: skip
     assert code == 0
     return out.encode().splitlines()
 
@@ -187,7 +189,8 @@ async def test_live_decisions_equal_the_topic_replay_byte_for_byte_across_a_swit
     await produce(kafka.bootstrap, reads(1))
     live = await kafka.consume_until(topics.control, lambda ms: len(ms) >= 3 * len(runs), 30)
 
-    replayed = await _replayed_topic(capsys, kafka, topics.tool_calls, tmp_path / "enforce.json")
+    enforcing = tmp_path / "enforce.json"
+    replayed = await _replayed_topic(capsys, kafka, topics.tool_calls, enforcing, policy_topic)
     for run in runs:
         key = run.run_id.encode()
         of_this = [m.value for m in sorted(live, key=lambda m: m.offset) if m.key == key]
@@ -230,7 +233,8 @@ async def test_a_worker_killed_after_a_switch_decides_again_as_the_replay_does(
     live = await kafka.consume_until(
         topics.control, lambda ms: len(distinct(ms)) >= 5 * len(runs), 60
     )
-    replayed = await _replayed_topic(capsys, kafka, topics.tool_calls, tmp_path / "enforce.json")
+    enforcing = tmp_path / "enforce.json"
+    replayed = await _replayed_topic(capsys, kafka, topics.tool_calls, enforcing, policy_topic)
     # At least once: an event read again may be decided again, with the same bytes.
     assert distinct(live) == set(replayed) and len(replayed) == 5 * len(runs)
     assert successor.is_running

@@ -72,7 +72,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_UNLOADED: Any = object()  # a partition whose stored switches were not looked up yet
 _LATEST = 1 << 63  # an offset after every switch
 
 
@@ -182,9 +181,9 @@ class RunDriver:
     ) -> None:
         self._base = InForce(policy)  # a partition's policy until its first switch record
         self._follows = follows  # the policy topic whose switch records apply (None: none)
-        # Each input partition's policy once a switch record was read on it (docs/policy.md,
-        # "Where a switch applies"); None: the partition has none stored.
-        self._in_force: dict[int, InForce | None] = {}
+        # Each input partition's policy, loaded on its first use (docs/policy.md, "Where a
+        # switch applies"): the base until a switch record is read on it.
+        self._in_force: dict[int, InForce] = {}
         # Each partition's switches (input offset, record), as stored, and those the next
         # checkpoint stores; the base policy's document, stored before the first switch.
         self._switches: dict[int, list[tuple[int, dict[str, Any]]]] = {}
@@ -212,29 +211,29 @@ class RunDriver:
     def restart_policy(self, partition: int) -> None:
         """Decide a partition with the base policy again, as before its first switch record
         (a replay reading the next partition of a topic into its one partition)."""
-        self._in_force[partition] = None
+        self._in_force[partition] = self._base
         self._switches[partition] = []
         self._switched.pop(partition, None)
 
     def _policy_in(self, partition: int, offset: int = _LATEST) -> InForce:
         """A partition's policy: the last switch read on it, loaded on first use since
         assignment for an event at `offset` (the switch in force there), else the base."""
-        in_force = self._in_force.get(partition, _UNLOADED)
-        if in_force is _UNLOADED:
+        in_force = self._in_force.get(partition)
+        if in_force is None:
             in_force = self._in_force[partition] = self._load_switches(partition, offset)
-        return in_force if in_force is not None else self._base
+        return in_force
 
-    def _load_switches(self, partition: int, offset: int) -> InForce | None:
-        """The switches stored for a partition, and the one in force at `offset`."""
+    def _load_switches(self, partition: int, offset: int) -> InForce:
+        """The switches stored for a partition, and the policy in force at `offset`."""
         switches = self._switches[partition] = load_switches(self._store.get(partition, SWITCH_KEY))
         obj = switch_at(switches, offset)
         if obj is None:
-            return None
+            return self._base
         try:
             return InForce(read_switch(obj, self._base.policy))
         except InputRejected:
             log.exception("dropping the unreadable policy switch of partition %d", partition)
-            return None
+            return self._base
 
     def _apply_switch(self, msg: Message, obj: dict[str, Any]) -> None:
         """A `policy_switch` input record: its partition decides its next events with the

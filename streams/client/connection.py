@@ -12,11 +12,6 @@ A failed send, an unacknowledged event, or aiokafka reporting the broker unreach
 with one metadata request) takes the link down: producer and consumer are stopped, so nothing
 retries in a loop, and one supervisor reconnects with exponential backoff. Each state change
 is one log line; aiokafka's per-retry errors are counted instead (streams/client/quiet.py).
-
-The control reader's fetches are held by the broker for at most `fetch_max_wait_ms` while
-nobody waits for a reply, and `verdict_fetch_max_wait_ms` while a verdict is awaited
-(`expecting_reply`): brokers that hold an empty fetch for its whole wait (Tansu) then pick the
-verdict up within about that much of its arrival, and an idle client costs no more requests.
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NamedTuple, Protocol
 
@@ -40,7 +35,6 @@ from loopguard_fleet.streams.kafka.admin import topic_partitions
 from loopguard_fleet.streams.kafka.connection import (
     abandon_producer,
     cancel_until_done,
-    set_fetch_max_wait,
     stop_consumer,
 )
 from loopguard_fleet.streams.kafka.security import ClientSecurity
@@ -101,7 +95,6 @@ class Connection:
         linger_ms: int,
         topic_wait: float,
         fetch_max_wait_ms: int,
-        verdict_fetch_max_wait_ms: int,
         buffer_size: int,
         delivery_timeout: float,
         backoff: tuple[float, float],
@@ -111,16 +104,8 @@ class Connection:
             self.bootstrap = bootstrap_servers(bootstrap)
         except BrokerAddressError as exc:
             raise ClientError(str(exc)) from None
-        if (
-            buffer_size < 1
-            or fetch_max_wait_ms < 0
-            or verdict_fetch_max_wait_ms < 1
-            or delivery_timeout <= 0
-        ):
-            raise ClientError(
-                "buffer_size >= 1, fetch_max_wait_ms >= 0, verdict_fetch_max_wait_ms >= 1, "
-                "delivery_timeout > 0"
-            )
+        if buffer_size < 1 or fetch_max_wait_ms < 0 or delivery_timeout <= 0:
+            raise ClientError("buffer_size >= 1, fetch_max_wait_ms >= 0, delivery_timeout > 0")
         self.state: State = "stopped"
         self.dropped = 0
         self._topics = topics
@@ -129,8 +114,6 @@ class Connection:
         self._linger_ms = linger_ms
         self._topic_wait = topic_wait
         self._fetch_max_wait_ms = fetch_max_wait_ms
-        self._verdict_fetch_max_wait_ms = verdict_fetch_max_wait_ms
-        self._expecting = 0  # verdicts awaited now (`expecting_reply`)
         self._buffer_size = buffer_size
         self._delivery_timeout = delivery_timeout
         self._backoff = backoff
@@ -158,26 +141,6 @@ class Connection:
     def is_started(self) -> bool:
         """True between start() and close()."""
         return self.state != "stopped"
-
-    @property
-    def fetch_wait_ms(self) -> int:
-        """How long the broker may hold the control reader's next fetch (module docstring)."""
-        return self._verdict_fetch_max_wait_ms if self._expecting else self._fetch_max_wait_ms
-
-    @contextlib.contextmanager
-    def expecting_reply(self) -> Iterator[None]:
-        """While inside, the control reader's fetches use `verdict_fetch_max_wait_ms`."""
-        self._expecting += 1
-        self._apply_fetch_wait()
-        try:
-            yield
-        finally:
-            self._expecting -= 1
-            self._apply_fetch_wait()
-
-    def _apply_fetch_wait(self) -> None:
-        if self._consumer is not None:
-            set_fetch_max_wait(self._consumer, self.fetch_wait_ms)
 
     def owns(self, run_id: object) -> bool:
         """True for a run this client published events of."""
@@ -388,7 +351,6 @@ class Connection:
                 **self._security.aiokafka_kwargs(),
             )
             await self._consumer.start()
-            self._apply_fetch_wait()  # a verdict may be awaited across the reconnect
             tps = [TopicPartition(t.control, p) for p in range(found[t.control])]
             self._consumer.assign(tps)
             await self._consumer.seek_to_end(*tps)

@@ -53,7 +53,6 @@ VerdictDecision = Literal["allow", "warn", "block"]
 
 _MAX_QUEUED: Final = 10_000
 DEFAULT_FETCH_MAX_WAIT_MS: Final = 5  # a verdict's p50 under `loopguard up`: docs/client.md
-DEFAULT_VERDICT_FETCH_MAX_WAIT_MS: Final = 1  # while a verdict is awaited: docs/client.md
 
 
 def _text(payload: WireEvent, name: str) -> str | None:
@@ -147,9 +146,6 @@ class RuntimeClient:
     `fetch_max_wait_ms` bounds how long the broker holds a fetch of the control topic: the
     floor of a verdict's latency on brokers that hold it whole (Tansu), and the rate of
     fetches an idle client sends (one per partition leader every `fetch_max_wait_ms`).
-    While a verdict is awaited the fetches use `verdict_fetch_max_wait_ms` instead (at least
-    1 ms: 0 would make the wait a busy loop of fetches), so the verdict is read soon after it
-    lands without an idle client fetching that often.
     `linger_ms` is how long events gather before they are sent together; a verdict request
     (or a flush) ends it, taking the events queued before it along. `buffer_size` bounds the
     events held while the broker is away; `delivery_timeout` is how long a send may take
@@ -169,7 +165,6 @@ class RuntimeClient:
         channel_tools: frozenset[str] = DEFAULT_CHANNEL_TOOLS,
         security: ClientSecurity = PLAINTEXT,
         fetch_max_wait_ms: int = DEFAULT_FETCH_MAX_WAIT_MS,
-        verdict_fetch_max_wait_ms: int = DEFAULT_VERDICT_FETCH_MAX_WAIT_MS,
         buffer_size: int = _MAX_QUEUED,
         delivery_timeout: float = 5.0,
         reconnect_backoff: tuple[float, float] = (0.5, 30.0),
@@ -189,7 +184,6 @@ class RuntimeClient:
             linger_ms=linger_ms,
             topic_wait=topic_wait,
             fetch_max_wait_ms=fetch_max_wait_ms,
-            verdict_fetch_max_wait_ms=verdict_fetch_max_wait_ms,
             buffer_size=buffer_size,
             delivery_timeout=delivery_timeout,
             backoff=reconnect_backoff,
@@ -300,8 +294,7 @@ class RuntimeClient:
             return VerdictReply("allow", is_timeout=True)  # the state line said so already
         fut = self._waiters.setdefault(key, asyncio.get_running_loop().create_future())
         try:
-            with self._link.expecting_reply():
-                msg = await asyncio.wait_for(fut, timeout)
+            msg = await asyncio.wait_for(fut, timeout)
         except TimeoutError:
             msg = None
             self._link.suspect(f"no verdict in {timeout}s")

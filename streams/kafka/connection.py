@@ -12,7 +12,6 @@ asyncio adds a third: a cancel that lands as the TLS handshake completes makes
 `create_connection` close its new transport and raise, so aiokafka never holds it.
 
 `broker_connection` is one direct connection, closed before its block ends.
-`set_fetch_max_wait` changes how long a running consumer's next fetches may be held.
 `abandon_producer` and `stop_consumer` stop a client whose broker is gone without hanging or
 cancelling their caller (two aiokafka 0.14 shutdown bugs, each described where it is handled).
 
@@ -51,8 +50,6 @@ __all__ = [
     "broker_connection",
     "cancel_until_done",
     "close_sockets_before_clients_close",
-    "fetch_max_wait_ms",
-    "set_fetch_max_wait",
     "stop_consumer",
 ]
 
@@ -245,18 +242,3 @@ async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
     client = consumer._client
     if client is not None:
         await client.close()
-
-
-def set_fetch_max_wait(consumer: AIOKafkaConsumer, wait_ms: int) -> None:
-    """Make the consumer's next fetch requests ask the broker to hold them at most `wait_ms`.
-
-    aiokafka 0.14 takes `fetch_max_wait_ms` only at construction, but its fetcher reads the
-    value each time it builds a request, so a change applies from the next fetch on (the
-    one in flight keeps its wait).
-    """
-    consumer._fetcher._fetch_max_wait_ms = wait_ms
-
-
-def fetch_max_wait_ms(consumer: AIOKafkaConsumer) -> int:
-    """The hold a consumer's next fetch request asks for (`set_fetch_max_wait`)."""
-    return int(consumer._fetcher._fetch_max_wait_ms)

@@ -11,7 +11,6 @@ from loopguard_fleet.streams.client.runtime import ClientError, RuntimeClient, T
 from loopguard_fleet.streams.demo.simulate import fleet_events, simulate
 from loopguard_fleet.streams.embedded.tansu import EmbeddedBroker
 from loopguard_fleet.streams.kafka.admin import topic_partitions
-from loopguard_fleet.streams.kafka.connection import fetch_max_wait_ms
 
 from .conftest import KafkaIO, TopicSet
 
@@ -131,35 +130,6 @@ async def test_a_missing_verdict_fails_open_after_the_timeout(
         reply = await run.verdict(cid, timeout=0.3)
         assert reply == VerdictReply("allow", is_timeout=True)
         assert loop.time() - started >= 0.3
-
-
-async def test_an_awaited_verdict_shortens_the_control_fetch_wait_until_it_arrives(
-    topics: TopicSet, kafka: KafkaIO
-) -> None:
-    # Brokers that hold an empty fetch for its whole wait (Tansu) deliver a verdict only when
-    # the fetch in flight ends: while one is awaited, the fetches ask for the short hold.
-    verdict = {"type": "verdict", "run_id": "r-hurry", "tool_call_id": "c1", "decision": "warn"}
-    async with RuntimeClient(
-        kafka.bootstrap, topics=topics, fetch_max_wait_ms=50, verdict_fetch_max_wait_ms=2
-    ) as client:
-        consumer = client._link._consumer
-        assert consumer is not None and fetch_max_wait_ms(consumer) == 50
-        run = client.run("r-hurry")
-        await run.tool_call("read", {"path": "/a"}, tool_call_id="c1", want_verdict=True)
-        waiting = asyncio.create_task(run.verdict("c1", timeout=15))
-        for _ in range(100):  # the task's first step enters the wait; bounded, no timer
-            if fetch_max_wait_ms(consumer) != 50:
-                break
-            await asyncio.sleep(0)
-        assert fetch_max_wait_ms(consumer) == 2 and not waiting.done()
-        await kafka.produce_json(topics.control, [verdict])
-        assert await waiting == VerdictReply.from_payload(verdict)
-        assert fetch_max_wait_ms(consumer) == 50  # back to the idle hold
-
-
-def test_a_verdict_fetch_wait_of_zero_is_refused() -> None:
-    with pytest.raises(ClientError, match="verdict_fetch_max_wait_ms >= 1"):
-        RuntimeClient("127.0.0.1:9092", verdict_fetch_max_wait_ms=0)
 
 
 async def test_verdicts_and_commands_reach_only_the_run_that_owns_them(

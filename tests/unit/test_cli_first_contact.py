@@ -57,6 +57,9 @@ def test_every_entry_point_reads_the_same_address_forms(address: str, hosts: lis
     for command in (["replay"], ["explain", "r1"], ["compare", "--candidate", "c.json5"]):
         args = build_parser().parse_args([*command, "--topic", "t", "--broker", address])
         assert args.broker == hosts, command  # replay | explain | compare --broker
+    for command in (["policy", "push", "p.json5"], ["policy", "show"]):
+        args = build_parser().parse_args([*command, "--broker", address])
+        assert args.broker == hosts, command  # policy push | show --broker
     assert broker_url(address) == "kafka://" + ";".join(hosts)  # what Faust is given
 
 
@@ -77,6 +80,18 @@ def test_replay_takes_the_kafka_url_that_up_and_the_worker_use(capsys) -> None:
     err = capsys.readouterr().err
     assert f"broker {CLOSED} unreachable" in err and "kafka://kafka" not in err
     assert EXIT_BROKER_UNREACHABLE == 69
+
+
+@pytest.mark.parametrize(
+    "address", [CLOSED, f"kafka://{CLOSED}", f"{CLOSED},{CLOSED}"], ids=["host-port", "url", "list"]
+)
+def test_policy_push_takes_every_address_form(address: str, capsys) -> None:
+    # Each form reaches the broker (unreachable here, exit 69): none is a usage error or a
+    # host named "kafka".
+    policy = REPO / "tests" / "data" / "policies" / "openclaw.json5"
+    assert main(["policy", "push", str(policy), "--broker", address]) == EXIT_BROKER_UNREACHABLE
+    err = capsys.readouterr().err
+    assert "broker unreachable" in err and "('127.0.0.1', 1," in err and "kafka://" not in err
 
 
 # ---- no silent no-op policy -------------------------------------------------------------

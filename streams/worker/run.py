@@ -110,9 +110,16 @@ def assemble(
     if followed is not None:
         _install_policy_follower(wiring, settings, processor, metrics, followed[1])
     if processor.fleet is not None:  # fleet signals on (docs/fleet.md)
-        processor.fleet_link = install_fleet(
-            wiring, settings, policy.fleet, processor.fleet, processor.note_read, metrics
+        processor.fleet_link, fleet_checkpoint = install_fleet(
+            wiring,
+            settings,
+            policy.fleet,
+            processor.fleet,
+            processor.gate,
+            processor.store,
+            metrics,
         )
+        processor.snapshots.append(fleet_checkpoint)
     if settings.topic_otlp_spans:  # the live OTLP bridge (docs/audit.md); the [otlp] extra
         from loopguard_fleet.streams.worker.otlp_bridge import install_otlp_bridge
 

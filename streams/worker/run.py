@@ -38,15 +38,31 @@ from loopguard_fleet.streams.worker.fleet import install_fleet
 from loopguard_fleet.streams.worker.memory import HeapTrimmer, fix_mmap_threshold, glibc_malloc_trim
 from loopguard_fleet.streams.worker.policy_follower import PolicyFollower, initial_policy
 
-__all__ = ["assemble", "ensure_topics", "run_worker"]
+__all__ = ["assemble", "ensure_topics", "run_worker", "worker_topics"]
 
 log = logging.getLogger(__name__)
 
 BROKER_WATCH_INTERVAL_S = 2.0
 
 
-async def ensure_topics(settings: Settings, wait_s: float = 15.0) -> None:
-    """Create the input, output and changelog topics (existing ones are fine), then verify.
+def worker_topics(settings: Settings, policy: Policy) -> list[str]:
+    """The topics a worker creates: inputs, outputs, its changelog, and its fleet topic when
+    the policy it starts with enables fleet signals (the fleet task is installed then)."""
+    fleet = [fleet_topic_of(settings.app_id)] if policy.fleet.enabled else []
+    return [
+        *settings.input_topics,
+        settings.topic_control,
+        settings.topic_dead_letter,
+        changelog_topic(settings),
+        *fleet,
+    ]
+
+
+async def ensure_topics(
+    settings: Settings, wait_s: float = 15.0, policy: Policy | None = None
+) -> None:
+    """Create the worker's topics for the policy it starts with (the file's by default;
+    existing ones are fine), then verify.
 
     Done before any consumer or producer touches them: some brokers (Tansu, Kafka with
     auto.create.topics.enable) would otherwise create them with their default partition count.
@@ -54,8 +70,7 @@ async def ensure_topics(settings: Settings, wait_s: float = 15.0) -> None:
     changelog = changelog_topic(settings)
     await create_topics(
         settings.bootstrap_servers,
-        [*settings.input_topics, settings.topic_control, settings.topic_dead_letter, changelog]
-        + ([fleet_topic_of(settings.app_id)] if _policy(settings).fleet.enabled else []),
+        worker_topics(settings, policy if policy is not None else _policy(settings)),
         settings.partitions,
         replication_factor=settings.replication_factor,
         configs={changelog: {"cleanup.policy": "compact"}},
@@ -168,6 +183,10 @@ def run_worker(settings: Settings) -> int:
     if settings.policy_topic is not None:
         try:
             followed = loop.run_until_complete(read_initial_policy(settings))
+            # The policy topic's version, not the file's, decides whether the fleet task runs:
+            # its topic too (created above only if the file's enables fleet signals).
+            if followed[0].fleet.enabled:
+                loop.run_until_complete(ensure_topics(settings, policy=followed[0]))
         except BrokerRefused as exc:
             sys.stderr.write(f"loopguard worker: {exc}\n")
             return EXIT_BROKER_REFUSED

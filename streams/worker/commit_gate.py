@@ -75,6 +75,7 @@ class CommitGate:
         # writes it directly for each record (`read` is the same, for one).
         self.read_to: dict[InputPartition, int] = {}
         self._sent: list[asyncio.Future[Any]] = []
+        self._prune_at = _PRUNE_AT
 
     def send(
         self, channel: Any, key: bytes | None, value: bytes, partition: int | None = None
@@ -86,8 +87,9 @@ class CommitGate:
         """Wait for a record's delivery (its producer's future) at the next checkpoint."""
         sent = self._sent
         sent.append(fut)
-        if len(sent) > _PRUNE_AT:
+        if len(sent) > self._prune_at:  # at twice what the last pruning kept: linear overall
             self._sent = [f for f in sent if not f.done() or f.exception() is not None]
+            self._prune_at = max(_PRUNE_AT, 2 * len(self._sent))
 
     def read(self, topic: str, partition: int, offset: int) -> None:
         """A record was processed and what it produced was sent: a commit may pass it, once
@@ -97,6 +99,7 @@ class CommitGate:
     def take(self) -> tuple[dict[InputPartition, int], GateDelivery]:
         """The offsets the next commit may not pass, and the delivery to await before it."""
         sent, self._sent = self._sent, []
+        self._prune_at = _PRUNE_AT
         return dict(self.read_to), GateDelivery(sent, self._drain)
 
     def forget(self, partitions: Iterable[int]) -> None:

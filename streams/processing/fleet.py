@@ -234,6 +234,7 @@ class FleetTask:
         self.settings = settings
         self.partitions: dict[int, OrderedFleet] = {}
         self.offsets: dict[int, int] = {}  # partition -> offset after the last record counted
+        self.newly_dropped = [0, 0]  # (late, full) since `take_dropped`
 
     def feed(self, partition: int, obj: object, offset: int | None = None) -> list[Decision] | None:
         """One fleet record (at `offset` in its partition, if known): the signal changes it
@@ -252,8 +253,19 @@ class FleetTask:
         ts = parsed if isinstance(parsed, int) else parsed.ts_ms
         out = stage.advance(partition, ts)
         if not isinstance(parsed, int):
+            windows = stage.windows
+            late, full = windows.dropped_late, windows.dropped_full
             stage.contribute(parsed)
+            self.newly_dropped[0] += windows.dropped_late - late
+            self.newly_dropped[1] += windows.dropped_full - full
         return out
+
+    def take_dropped(self) -> tuple[int, int]:
+        """Contributions this task dropped since the last call: (late, past the signature
+        cap); none a restored state counted before."""
+        late, full = self.newly_dropped
+        self.newly_dropped = [0, 0]
+        return late, full
 
     def needs(self, partition: int) -> bool:
         """True until a partition's state is loaded (or its first record fed)."""
@@ -296,9 +308,3 @@ class FleetTask:
     def firing(self) -> int:
         """Signatures firing across the task's partitions."""
         return sum(len(stage.windows.firing) for stage in self.partitions.values())
-
-    @property
-    def dropped(self) -> tuple[int, int]:
-        """Contributions dropped so far: (late, past the signature cap)."""
-        windows = [stage.windows for stage in self.partitions.values()]
-        return sum(w.dropped_late for w in windows), sum(w.dropped_full for w in windows)

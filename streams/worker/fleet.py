@@ -162,7 +162,6 @@ def install_fleet(
     link = FleetLink(stage, topic, settings.partitions, gate)
     task = FleetTask(fleet)
     checkpoint = FleetCheckpoint(task, store, gate, name)
-    dropped = [0, 0]  # (late, full) as last counted
 
     def publish(decision_payload: dict[str, Any]) -> None:
         key = str(decision_payload["signature"]).encode()
@@ -206,10 +205,9 @@ def install_fleet(
     def count() -> None:
         """The task's firing signatures and what it dropped since the last batch."""
         metrics.fleet_firing.set(task.firing)
-        late, full = task.dropped
-        metrics.fleet_dropped.labels(reason="late").inc(late - dropped[0])
-        metrics.fleet_dropped.labels(reason="full").inc(full - dropped[1])
-        dropped[:] = [late, full]
+        late, full = task.take_dropped()  # a state loaded again is not counted again
+        metrics.fleet_dropped.labels(reason="late").inc(late)
+        metrics.fleet_dropped.labels(reason="full").inc(full)
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # mode types receivers as sync
     async def forget_revoked(sender: Any, *args: Any, **kwargs: Any) -> None:

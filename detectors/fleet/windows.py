@@ -26,17 +26,27 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from loopguard_fleet.detectors.fleet.contribution import Observation
 
-__all__ = ["MAX_SIGNATURES", "SAMPLE_RUNS", "FleetWindows", "SignalChange", "signal_id"]
+__all__ = [
+    "MAX_SIGNATURES",
+    "SAMPLE_RUNS",
+    "STATE_VERSION",
+    "FleetWindows",
+    "SignalChange",
+    "signal_id",
+]
 
 #: Distinct signatures counted per half-window bucket before new ones are dropped: a window
 #: holds at most 100,000 (docs/fleet.md).
 MAX_SIGNATURES: Final = 50_000
 #: Run ids a signal names as samples: the smallest, so they do not depend on arrival order.
 SAMPLE_RUNS: Final = 3
+
+#: Version of `FleetWindows.state()`: a state of another version is not restored.
+STATE_VERSION: Final = 1
 
 SignalState = Literal["firing", "resolved"]
 
@@ -93,6 +103,21 @@ class _Count:
         """How many distinct runs."""
         times = self.run_times
         return 0 if times is None else 1 if type(times) is tuple else len(times)
+
+
+def _compact(seen: dict[str, int]) -> tuple[str, int] | FirstSeen | None:
+    """A restored id → time map in `_add`'s form (a single id as a tuple)."""
+    if not seen:
+        return None
+    if len(seen) == 1:
+        [(key, ts)] = seen.items()
+        return (key, ts)
+    return dict(seen)
+
+
+def _fields(c: _Count) -> list[object]:
+    """A count's fields as its state lists them (`FleetWindows.state`)."""
+    return [c.tool, c.first_ms, c.last_ms, c.calls, c.has_failure, c.runs, c.agents]
 
 
 def _merged(a: _Count, b: _Count) -> _Count:
@@ -202,6 +227,50 @@ class FleetWindows:
                 window = self._window(start, obs.signature)
                 if window is not None and window.n_runs >= self.min_runs:
                     self.ready.add((start, obs.signature))
+        return True
+
+    def state(self) -> dict[str, Any]:
+        """Everything the counts and signals depend on, as JSON-ready data (`restore` reads
+        it back): a restored copy gives the same changes for the same observations."""
+        return {
+            "v": STATE_VERSION,
+            "window_ms": self.window_ms,
+            "min_runs": self.min_runs,
+            "watermark": self.watermark_ms,
+            "dropped": [self.dropped_late, self.dropped_full],
+            "buckets": [
+                [
+                    start,
+                    [[sig, *_fields(c)] for sig, c in sorted(counts.items())],
+                ]
+                for start, counts in sorted(self.buckets.items())
+            ],
+            "firing": [
+                [s, f.signal_id, f.tool, f.checked_ms] for s, f in sorted(self.firing.items())
+            ],
+            "ready": sorted([start, sig] for start, sig in self.ready),
+        }
+
+    def restore(self, state: dict[str, Any]) -> bool:
+        """Take the counts and signals `state()` gave; False (nothing changed) when they were
+        kept with other windows, another `minRuns` or another version."""
+        if (state.get("v"), state.get("window_ms"), state.get("min_runs")) != (
+            STATE_VERSION,
+            self.window_ms,
+            self.min_runs,
+        ):
+            return False
+        self.watermark_ms = state["watermark"]
+        self.dropped_late, self.dropped_full = state["dropped"]
+        self.buckets = {
+            start: {
+                sig: _Count(tool, first, last, calls, failure, _compact(runs), _compact(agents))
+                for sig, tool, first, last, calls, failure, runs, agents in counts
+            }
+            for start, counts in state["buckets"]
+        }
+        self.firing = {s: _Firing(sid, tool, checked) for s, sid, tool, checked in state["firing"]}
+        self.ready = {(start, sig) for start, sig in state["ready"]}
         return True
 
     def _window(self, start: int, signature: str) -> _Count | None:

@@ -18,7 +18,10 @@ recorded topic); the fleet topic's records are `observation_record` / `tick_reco
 
 from __future__ import annotations
 
-from typing import Final, Protocol
+from collections.abc import Iterable
+from typing import Any, Final, Protocol
+
+import orjson
 
 from loopguard_fleet.detectors import JSON, Decision
 from loopguard_fleet.detectors.fleet import (
@@ -154,6 +157,29 @@ class OrderedFleet:
         """Count one contribution (late or past the cap: dropped and counted by the windows)."""
         self.windows.observe(obs)
 
+    def state(self) -> dict[str, Any]:
+        """The windows' state, the latest event time and the firing set, JSON-ready."""
+        return {
+            "windows": self.windows.state(),
+            "latest": self._latest_ms,
+            "evidence": [
+                [sig, e.signal_id, e.runs, e.agents, e.is_failure]
+                for sig, e in sorted(self.firing.items())
+            ],
+        }
+
+    def restore(self, state: dict[str, Any]) -> bool:
+        """Take what `state()` gave; False (nothing changed) when the windows refuse it."""
+        if not self.windows.restore(state["windows"]):
+            return False
+        self._latest_ms = state["latest"]
+        seconds = self.settings.window_seconds
+        self.firing = {
+            sig: FleetEvidence(sid, runs, agents, seconds, failure)
+            for sig, sid, runs, agents, failure in state["evidence"]
+        }
+        return True
+
 
 def observation_record(obs: Observation) -> dict[str, JSON]:
     """A contribution as the fleet topic carries it (keyed by its signature)."""
@@ -197,14 +223,27 @@ def parse_fleet_record(obj: object) -> Observation | int | None:
 class FleetTask:
     """The fleet task's core: one `OrderedFleet` per fleet partition, fed that partition's
     records (contributions and ticks) in offset order; a worker's fleet agent runs it, and an
-    audit of the recorded fleet topic runs it again to the same signals."""
+    audit of the recorded fleet topic runs it again to the same signals.
+
+    A partition's state (`dump`) names the offset after the last record it counts; restored
+    (`load`), the records before that offset are skipped when read again, so a partition
+    restored and fed from any earlier offset gives what one stage fed every record once gives.
+    """
 
     def __init__(self, settings: FleetSettings) -> None:
         self.settings = settings
         self.partitions: dict[int, OrderedFleet] = {}
+        self.offsets: dict[int, int] = {}  # partition -> offset after the last record counted
+        self.newly_dropped = [0, 0]  # (late, full) since `take_dropped`
 
-    def feed(self, partition: int, obj: object) -> list[Decision] | None:
-        """One fleet record: the signal changes it brought, or None when it is malformed."""
+    def feed(self, partition: int, obj: object, offset: int | None = None) -> list[Decision] | None:
+        """One fleet record (at `offset` in its partition, if known): the signal changes it
+        brought ([] for a record the partition's state already counts), or None when it is
+        malformed."""
+        if offset is not None:
+            if offset < self.offsets.get(partition, 0):
+                return []
+            self.offsets[partition] = offset + 1
         parsed = parse_fleet_record(obj)
         if parsed is None:
             return None
@@ -214,16 +253,58 @@ class FleetTask:
         ts = parsed if isinstance(parsed, int) else parsed.ts_ms
         out = stage.advance(partition, ts)
         if not isinstance(parsed, int):
+            windows = stage.windows
+            late, full = windows.dropped_late, windows.dropped_full
             stage.contribute(parsed)
+            self.newly_dropped[0] += windows.dropped_late - late
+            self.newly_dropped[1] += windows.dropped_full - full
         return out
+
+    def take_dropped(self) -> tuple[int, int]:
+        """Contributions this task dropped since the last call: (late, past the signature
+        cap); none a restored state counted before."""
+        late, full = self.newly_dropped
+        self.newly_dropped = [0, 0]
+        return late, full
+
+    def needs(self, partition: int) -> bool:
+        """True until a partition's state is loaded (or its first record fed)."""
+        return partition not in self.offsets
+
+    def dump(self, partition: int) -> bytes:
+        """A partition's state and the offset it reaches, as `load` reads it."""
+        stage = self.partitions.get(partition)
+        return orjson.dumps(
+            {
+                "offset": self.offsets.get(partition, 0),
+                "stage": None if stage is None else stage.state(),
+            }
+        )
+
+    def load(self, partition: int, stored: bytes | None) -> bool:
+        """A partition's state as `dump` stored it; False (starting afresh from the records
+        read) when there is none or it was kept with other settings or is unreadable."""
+        self.forget([partition])
+        try:
+            doc = orjson.loads(stored or b"null")
+            offset, state = doc["offset"], doc["stage"]
+            stage = OrderedFleet(self.settings)
+            if state is not None and not stage.restore(state):
+                return False
+        except (orjson.JSONDecodeError, TypeError, KeyError, ValueError):
+            return False
+        self.offsets[partition] = offset
+        if state is not None:
+            self.partitions[partition] = stage
+        return True
+
+    def forget(self, partitions: Iterable[int]) -> None:
+        """Drop the state of partitions whose ownership changed."""
+        for p in partitions:
+            self.partitions.pop(p, None)
+            self.offsets.pop(p, None)
 
     @property
     def firing(self) -> int:
         """Signatures firing across the task's partitions."""
         return sum(len(stage.windows.firing) for stage in self.partitions.values())
-
-    @property
-    def dropped(self) -> tuple[int, int]:
-        """Contributions dropped so far: (late, past the signature cap)."""
-        windows = [stage.windows for stage in self.partitions.values()]
-        return sum(w.dropped_late for w in windows), sum(w.dropped_full for w in windows)

@@ -8,25 +8,28 @@ waits for a batch to fill or a linger. A checkpoint runs right before every offs
 1. under the agent's lock, between two batches (~1 µs a changed run): take every changed run's
    state, the control batches sent so far and, per input partition, the offset after the last
    event processed: the state taken is exactly what the events below that offset produced;
-2. without the lock: wait until those control batches are acknowledged, write the taken states
-   in slices of a few milliseconds with Faust's producer buffer drained after each, so the
-   agent's batches run in between, then evict idle runs;
+   the same step takes, from the commit gate (streams/worker/commit_gate.py), the offsets
+   the worker's other agents processed and everything sent through it (contributions, fleet
+   signals, dead letters), and the states those agents keep beside the runs (`Snapshots`);
+2. without the lock: wait until those control batches and gate records are acknowledged,
+   write the taken states in slices of a few milliseconds with Faust's producer buffer
+   drained after each, so the agent's batches run in between, then evict idle runs;
 3. Faust commits, but no further than the offsets taken in 1 (`commit_limits`, applied by the
    consumer in streams/worker/faust/internals.py): an event processed while the checkpoint
    wrote is committed by the next one, after its state is written.
 
-So an event's offset is committed only after its outputs were acknowledged and the state it
-produced was handed to the changelog producer, and a redelivered event is dropped by the
-engine (docs/reliability.md). Exactly-once keeps the whole checkpoint under the lock
-(streams/worker/exactly_once.py). The core's cache is dropped on every revoke and assign, so a
-rebalance never leaves a stale copy.
+So a record's offset is committed, whichever agent read it, only after everything produced
+from it was acknowledged and the state it produced was handed to the changelog producer, and
+a redelivered event is dropped by the engine (docs/reliability.md). Exactly-once keeps the
+whole checkpoint under the lock (streams/worker/exactly_once.py). The core's cache is dropped
+on every revoke and assign, so a rebalance never leaves a stale copy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from time import perf_counter
 from typing import Any
 
@@ -38,6 +41,7 @@ from loopguard_fleet.streams.processing.fleet_partition import PartitionFleet
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.outbox import FaustOutbox, Outbox
 from loopguard_fleet.streams.worker.app import Wiring
+from loopguard_fleet.streams.worker.commit_gate import CommitGate, InputPartition, Snapshots
 from loopguard_fleet.streams.worker.faust.batches import take_batches
 from loopguard_fleet.streams.worker.faust.bulk import Bulk, messages_of, records_in
 from loopguard_fleet.streams.worker.faust.internals import (
@@ -52,21 +56,21 @@ __all__ = ["RunProcessor", "freeze_startup_heap", "install_agent"]
 # The checkpoint writes taken states for this long, then lets the agent's batches run (each
 # slice's changelog records then cost Faust's producer about as long again: docs/performance.md).
 WRITE_SLICE_S = 0.002
-InputPartition = tuple[str, int]  # (topic, partition): equal to, and hashed as, Faust's TP
 
 
 class _FaustOutputs:
     """Decisions to the outbox, dead letters to Faust's dead-letter topic."""
 
-    def __init__(self, outbox: Outbox, wiring: Wiring) -> None:
+    def __init__(self, outbox: Outbox, wiring: Wiring, gate: CommitGate) -> None:
         self._outbox = outbox
         self._dead_letter = wiring.dead_letter
+        self._gate = gate
 
     def decision(self, key: bytes, value: bytes) -> None:
         self._outbox.add(key, value)
 
     def dead_letter(self, key: bytes | None, value: bytes) -> None:
-        self._dead_letter.send_soon(key=key, value=value)
+        self._gate.send(self._dead_letter, key, value)
 
 
 def driver_limits(settings: Settings) -> DriverLimits:
@@ -96,6 +100,10 @@ class RunProcessor:
         self._w = wiring
         self._outbox: Outbox = outbox if outbox is not None else FaustOutbox(wiring)
         self._store = TableStore(wiring.table)
+        # What every agent of the worker processed and produced (streams/worker/commit_gate.py),
+        # and the states other agents keep beside the runs (the fleet task's windows).
+        self.gate = CommitGate(lambda: drain_producer_buffer(wiring.app))
+        self.snapshots: list[Snapshots] = []
         # Fleet signals on: the partitions' firing sets and the contributions to send
         # (streams/worker/fleet.py sets `fleet_link` when it installs the fleet task).
         self.fleet = PartitionFleet(policy.fleet) if policy.fleet.enabled else None
@@ -104,7 +112,7 @@ class RunProcessor:
             policy.with_channel_tools(settings.channel_tools),
             driver_limits(settings),
             self._store,
-            _FaustOutputs(self._outbox, wiring),
+            _FaustOutputs(self._outbox, wiring, self.gate),
             metrics,
             fleet=self.fleet,
             follows=settings.policy_topic,  # its group's switch records only (docs/policy.md)
@@ -115,7 +123,6 @@ class RunProcessor:
         self._checkpointing = asyncio.Lock()  # one checkpoint at a time (they write in order)
         # Exactly-once keeps the lock while it writes (streams/worker/exactly_once.py).
         self._writes_under_lock = settings.processing_guarantee == "exactly_once"
-        self._read_to: dict[InputPartition, int] = {}  # offset after the last event processed
         self._limits: dict[InputPartition, int] = {}  # what the running commit may commit
 
     async def process(self, events: Sequence[Any]) -> None:
@@ -123,7 +130,7 @@ class RunProcessor:
         raises for bad input or engine bugs."""
         async with self._lock:
             started = perf_counter()
-            read_to = self._read_to
+            read_to = self.gate.read_to
             held = 0
             for event in events:  # the last event of each partition routes its table access
                 msg = event.message  # a bulk's is its last record's
@@ -145,29 +152,57 @@ class RunProcessor:
         async with self._checkpointing:
             if self._writes_under_lock:
                 async with self._lock:
-                    self._limits = dict(self._read_to)
-                    if self.driver.has_dirty:
-                        await self._outbox.wait_delivered()
-                        self.checkpoint()
+                    writers = self._take_snapshots()
+                    self._limits, sent = self.gate.take()
+                    try:
+                        if self.driver.has_dirty:
+                            await self._outbox.wait_delivered()
+                            self.checkpoint()
+                        await sent.wait()
+                        for write in writers:
+                            write()
                         await drain_producer_buffer(self._w.app)
+                    except BaseException:
+                        self._untake_snapshots()
+                        raise
                 return self._limits
             async with self._lock:
                 taken = self.driver.take_dirty()
-                self._limits = limits = dict(self._read_to)
-                if not taken:  # no run changed, so no decision was sent since the last one
+                writers = self._take_snapshots()
+                limits, sent = self.gate.take()
+                self._limits = limits
+                if not taken and not sent and not writers:  # nothing produced or changed
                     return limits
-                delivery = self._outbox.delivery()
+                # No run changed: no decision was sent since the last checkpoint.
+                delivery = self._outbox.delivery() if taken else None
             written = 0
             try:
-                await delivery.wait()
+                if delivery is not None:
+                    await delivery.wait()
+                await sent.wait()
                 for written in self._write(taken):  # noqa: B007  # read in `finally`
                     await drain_producer_buffer(self._w.app)  # the agent's batches run meanwhile
+                for write in writers:
+                    write()
+                if writers:
+                    await drain_producer_buffer(self._w.app)
+            except BaseException:
+                self._untake_snapshots()
+                raise
             finally:
                 # Cancelled (the worker stopping) or outputs lost: what was not written is the
                 # next checkpoint's, or a later commit would pass its events without it.
                 self.driver.untake(taken[written:])
             self.driver.evict_idle()
             return limits
+
+    def _take_snapshots(self) -> list[Callable[[], None]]:
+        """Under the lock: the other agents' states to write before this commit."""
+        return [w for s in self.snapshots if (w := s.take_snapshots()) is not None]
+
+    def _untake_snapshots(self) -> None:
+        for s in self.snapshots:
+            s.untake_snapshots()
 
     def _write(self, taken: list[TakenRun]) -> Iterator[int]:
         """Write the taken runs in slices of WRITE_SLICE_S; after each (and the last), yield
@@ -183,10 +218,15 @@ class RunProcessor:
                 slice_end = perf_counter() + WRITE_SLICE_S
         yield len(taken)
 
+    @property
+    def store(self) -> TableStore:
+        """The run table, routed by partition (the fleet task keeps its state in it too)."""
+        return self._store
+
     def note_read(self, topic: str, partition: int, offset: int) -> None:
-        """Another agent of the worker (the fleet task) processed a record: the next commit
-        may pass it (the limits the module docstring describes)."""
-        self._read_to[topic, partition] = offset + 1
+        """Another agent of the worker processed a record and sent what it produced through
+        the gate: a commit may pass it once that is delivered (`CommitGate.read`)."""
+        self.gate.read(topic, partition, offset)
 
     def checkpoint(self) -> None:
         """Write each changed run's state to the table, then evict the idle ones from memory."""
@@ -202,9 +242,9 @@ class RunProcessor:
             self._store.forget(p)
         # Their offsets leave the running commit too: what a checkpoint took of them may not
         # be written any more (RunDriver.write_taken), and their records are read again.
-        for offsets in (self._read_to, self._limits):
-            for tp in [tp for tp in offsets if tp[1] in partitions]:
-                del offsets[tp]
+        self.gate.forget(partitions)
+        for tp in [tp for tp in self._limits if tp[1] in partitions]:
+            del self._limits[tp]
 
 
 def freeze_startup_heap() -> None:

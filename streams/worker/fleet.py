@@ -6,13 +6,19 @@ ticks of its event time to every fleet partition. The fleet task (one Faust agen
 `FleetTask` (streams/processing/fleet.py: one fleet stage per fleet partition, fed in offset
 order) and writes each signal change to the control topic and, as an input record, to every
 partition of the tool-calls topic, where each worker applies it to its partition's firing set.
+
+Everything goes out through the commit gate (streams/worker/commit_gate.py). Each fleet
+partition's state is written to the run table at every checkpoint (`FleetCheckpoint`, under
+`state_key(partition)`: the fleet topic is co-partitioned with the input topics, so the same
+worker owns both), and the commit passes a fleet record only once a written state counts it:
+a restarted or rebalanced worker loads the state and skips the records it already counts.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
@@ -26,17 +32,36 @@ from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.wire.codec import encode
 from loopguard_fleet.streams.wire.deadletter import Origin, dead_letter
 from loopguard_fleet.streams.worker.app import Wiring
+from loopguard_fleet.streams.worker.commit_gate import CommitGate
 from loopguard_fleet.streams.worker.faust.batches import take_batches
-from loopguard_fleet.streams.worker.faust.bulk import messages_of
+from loopguard_fleet.streams.worker.faust.bulk import Bulk, messages_of
+from loopguard_fleet.streams.worker.faust.internals import TableStore
 from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
 
-__all__ = ["TICK_EVERY_MS", "FleetLink", "install_fleet"]
+__all__ = [
+    "SNAPSHOT_MAX_BYTES",
+    "TICK_EVERY_MS",
+    "FleetCheckpoint",
+    "FleetLink",
+    "install_fleet",
+    "state_key",
+]
 
 log = logging.getLogger(__name__)
 
 #: How far a worker's event time moves before it tells the fleet partitions (ticks bound the
 #: signals' delay after the last contribution, resolutions included).
 TICK_EVERY_MS: Final = 500
+#: The largest fleet state written as one table record (a producer request is 1 MiB at
+#: most). A larger one is not written: its partition's commit waits until the state shrinks,
+#: and a restart reads the fleet records since the last state written again.
+SNAPSHOT_MAX_BYTES: Final = 768 * 1024
+
+
+def state_key(partition: int) -> bytes:
+    """The run-table key of a fleet partition's state: bytes no run id's UTF-8 key can hold
+    (the partition is in it, so a store shared by partitions keeps them apart)."""
+    return b"\xff\xfeloopguard-fleet-windows:%d" % partition
 
 
 @dataclass(slots=True)
@@ -46,12 +71,14 @@ class FleetLink:
     stage: PartitionFleet
     topic: Any  # faust TopicT: the fleet topic
     partitions: int
+    gate: CommitGate
     ticked_ms: int | None = None
 
     def send(self) -> None:
         """Queue the contributions held since the last batch, and a tick if time moved."""
+        send, topic = self.gate.send, self.topic
         for obs in self.stage.take():
-            self.topic.send_soon(key=obs.signature.encode(), value=encode(observation_record(obs)))
+            send(topic, obs.signature.encode(), encode(observation_record(obs)))
         latest = self.stage.latest_ms
         if latest is None or (
             self.ticked_ms is not None and latest < self.ticked_ms + TICK_EVERY_MS
@@ -60,7 +87,60 @@ class FleetLink:
         self.ticked_ms = latest
         tick = encode(tick_record(latest))
         for p in range(self.partitions):
-            self.topic.send_soon(key=b"tick", value=tick, partition=p)
+            send(topic, b"tick", tick, p)
+
+
+@dataclass(slots=True)
+class FleetCheckpoint:
+    """The fleet task's side of the checkpoint: each fleet partition's state, taken with the
+    offset it reaches and written to the run table before the commit passes that offset."""
+
+    task: FleetTask
+    store: TableStore
+    gate: CommitGate
+    topic: str  # the fleet topic's name
+    taken: dict[int, int] = field(default_factory=dict)  # partition -> offset of its last state
+
+    def load(self, partition: int) -> None:
+        """A fleet partition's state from the table, on its first record since assignment."""
+        if self.task.load(partition, self.store.get(partition, state_key(partition))):
+            self.taken[partition] = self.task.offsets[partition]
+
+    def take_snapshots(self) -> Callable[[], None] | None:
+        """The states of the partitions that read records since their last one (see
+        `Snapshots` in streams/worker/commit_gate.py)."""
+        states: list[tuple[int, int, bytes]] = []
+        for partition, offset in self.task.offsets.items():
+            if self.taken.get(partition) == offset:
+                continue
+            value = self.task.dump(partition)
+            if len(value) > SNAPSHOT_MAX_BYTES:
+                log.warning(
+                    "fleet partition %d: state of %d bytes not written (over %d); its records "
+                    "stay uncommitted", partition, len(value), SNAPSHOT_MAX_BYTES,
+                )  # fmt: skip
+                continue
+            self.taken[partition] = offset
+            self.gate.read(self.topic, partition, offset - 1)
+            states.append((partition, offset, value))
+        return (lambda: self._write(states)) if states else None
+
+    def _write(self, states: list[tuple[int, int, bytes]]) -> None:
+        """Write the states taken, but none of a partition forgotten meanwhile (revoked: its
+        next owner's state is not this worker's to write)."""
+        for partition, offset, value in states:
+            if partition in self.task.offsets and self.taken.get(partition) == offset:
+                self.store.put(partition, state_key(partition), value)
+
+    def untake_snapshots(self) -> None:
+        """Take every partition's state again at the next checkpoint."""
+        self.taken.clear()
+
+    def forget(self, partitions: set[int]) -> None:
+        """Drop what is held for fleet partitions whose ownership changed."""
+        self.task.forget(partitions)
+        for p in partitions:
+            self.taken.pop(p, None)
 
 
 def install_fleet(
@@ -68,25 +148,27 @@ def install_fleet(
     settings: Settings,
     fleet: FleetSettings,
     stage: PartitionFleet,
-    note_read: Callable[[str, int, int], None],
+    gate: CommitGate,
+    store: TableStore,
     metrics: Metrics,
-) -> FleetLink:
-    """Declare the fleet topic and register the fleet task; the link the agent sends with.
-    `note_read`: the detection agent's, so that the commit passes what the task processed."""
+) -> tuple[FleetLink, FleetCheckpoint]:
+    """Declare the fleet topic and register the fleet task; the link the agent sends with, and
+    the task's side of the checkpoint (`gate` and `store`: the detection agent's)."""
     app = wiring.app
     raw = RawSchema()
-    topic = app.topic(fleet_topic_of(settings.app_id), partitions=settings.partitions, schema=raw)
+    name = fleet_topic_of(settings.app_id)
+    topic = app.topic(name, partitions=settings.partitions, schema=raw)
     tool_calls = app.topic(settings.topic_tool_calls, partitions=settings.partitions, schema=raw)
-    link = FleetLink(stage, topic, settings.partitions)
+    link = FleetLink(stage, topic, settings.partitions, gate)
     task = FleetTask(fleet)
-    dropped = [0, 0]  # (late, full) as last counted
+    checkpoint = FleetCheckpoint(task, store, gate, name)
 
     def publish(decision_payload: dict[str, Any]) -> None:
         key = str(decision_payload["signature"]).encode()
         value = encode(decision_payload)
-        wiring.control.send_soon(key=key, value=value)
+        gate.send(wiring.control, key, value)
         for p in range(settings.partitions):  # each input partition applies it in its order
-            tool_calls.send_soon(key=key, value=value, partition=p)
+            gate.send(tool_calls, key, value, p)
 
     @app.agent(topic, name="loopguard-fleet", concurrency=1)
     async def fleet_task(stream: Any) -> None:
@@ -94,14 +176,18 @@ def install_fleet(
         # Faust's own per-event iteration does not know this worker's acked-offset books:
         # batches as the detection agent takes them (streams/worker/faust/batches.py).
         async for events in take_batches(stream, settings.batch_max_events):
+            for event in events:  # the table (each partition's state) is routed through them
+                store.anchor(event.message.partition, event.event if type(event) is Bulk else event)
             for msg in messages_of(events):
                 handle(msg)
             count()
 
     def handle(msg: Any) -> None:
         """One fleet record, in its partition's offset order."""
+        if task.needs(msg.partition):
+            checkpoint.load(msg.partition)
         try:
-            changes = task.feed(msg.partition, orjson.loads(msg.value))
+            changes = task.feed(msg.partition, orjson.loads(msg.value), msg.offset)
         except orjson.JSONDecodeError:
             changes = None
         if changes is None:
@@ -110,19 +196,30 @@ def install_fleet(
                 origin, msg.value, "invalid_fleet_record", "not a fleet record",
                 prefix_bytes=settings.dead_letter_prefix_bytes,
             )  # fmt: skip
-            wiring.dead_letter.send_soon(key=msg.key, value=encode(record))
+            gate.send(wiring.dead_letter, msg.key, encode(record))
         else:
             for d in changes:
                 publish(d.to_wire())
                 metrics.fleet_signals.labels(state=d.payload["state"]).inc()
-        note_read(msg.topic, msg.partition, msg.offset)
 
     def count() -> None:
         """The task's firing signatures and what it dropped since the last batch."""
         metrics.fleet_firing.set(task.firing)
-        late, full = task.dropped
-        metrics.fleet_dropped.labels(reason="late").inc(late - dropped[0])
-        metrics.fleet_dropped.labels(reason="full").inc(full - dropped[1])
-        dropped[:] = [late, full]
+        late, full = task.take_dropped()  # a state loaded again is not counted again
+        metrics.fleet_dropped.labels(reason="late").inc(late)
+        metrics.fleet_dropped.labels(reason="full").inc(full)
 
-    return link
+    @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # mode types receivers as sync
+    async def forget_revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
+        """Drop the state of fleet partitions that may move: the next owner loads it."""
+        revoked = args[0] if args else kwargs.get("revoked", ())
+        checkpoint.forget({tp.partition for tp in revoked if tp.topic == name})
+
+    @app.on_partitions_assigned.connect  # type: ignore[arg-type]  # mode types receivers as sync
+    async def forget_assigned(sender: Any, *args: Any, **kwargs: Any) -> None:
+        """Load the state of assigned fleet partitions again: the table's is authoritative and
+        their records are read again from the committed offset."""
+        assigned = args[0] if args else kwargs.get("assigned", ())
+        checkpoint.forget({tp.partition for tp in assigned if tp.topic == name})
+
+    return link, checkpoint

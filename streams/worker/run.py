@@ -41,15 +41,31 @@ from loopguard_fleet.streams.worker.fleet import install_fleet
 from loopguard_fleet.streams.worker.memory import HeapTrimmer, fix_mmap_threshold, glibc_malloc_trim
 from loopguard_fleet.streams.worker.policy_follower import install_policy_switches
 
-__all__ = ["assemble", "ensure_topics", "run_worker"]
+__all__ = ["assemble", "ensure_topics", "run_worker", "worker_topics"]
 
 log = logging.getLogger(__name__)
 
 BROKER_WATCH_INTERVAL_S = 2.0
 
 
-async def ensure_topics(settings: Settings, wait_s: float = 15.0) -> None:
-    """Create the input, output and changelog topics (existing ones are fine), then verify.
+def worker_topics(settings: Settings, policy: Policy) -> list[str]:
+    """The topics a worker creates: inputs, outputs, its changelog, and its fleet topic when
+    the policy it starts with enables fleet signals (the fleet task is installed then)."""
+    fleet = [fleet_topic_of(settings.app_id)] if policy.fleet.enabled else []
+    return [
+        *settings.input_topics,
+        settings.topic_control,
+        settings.topic_dead_letter,
+        changelog_topic(settings),
+        *fleet,
+    ]
+
+
+async def ensure_topics(
+    settings: Settings, wait_s: float = 15.0, policy: Policy | None = None
+) -> None:
+    """Create the worker's topics for the policy it starts with (the file's by default;
+    existing ones are fine), then verify.
 
     Done before any consumer or producer touches them: some brokers (Tansu, Kafka with
     auto.create.topics.enable) would otherwise create them with their default partition count.
@@ -57,8 +73,7 @@ async def ensure_topics(settings: Settings, wait_s: float = 15.0) -> None:
     changelog = changelog_topic(settings)
     await create_topics(
         settings.bootstrap_servers,
-        [*settings.input_topics, settings.topic_control, settings.topic_dead_letter, changelog]
-        + ([fleet_topic_of(settings.app_id)] if _policy(settings).fleet.enabled else []),
+        worker_topics(settings, policy if policy is not None else _policy(settings)),
         settings.partitions,
         replication_factor=settings.replication_factor,
         configs={changelog: {"cleanup.policy": "compact"}},
@@ -118,9 +133,16 @@ def assemble(
     if followed:  # the policy topic's owner (streams/worker/policy_follower.py)
         install_policy_switches(wiring, settings, processor.note_read, metrics)
     if processor.fleet is not None:  # fleet signals on (docs/fleet.md)
-        processor.fleet_link = install_fleet(
-            wiring, settings, policy.fleet, processor.fleet, processor.note_read, metrics
+        processor.fleet_link, fleet_checkpoint = install_fleet(
+            wiring,
+            settings,
+            policy.fleet,
+            processor.fleet,
+            processor.gate,
+            processor.store,
+            metrics,
         )
+        processor.snapshots.append(fleet_checkpoint)
     if settings.topic_otlp_spans:  # the live OTLP bridge (docs/audit.md); the [otlp] extra
         from loopguard_fleet.streams.worker.otlp_bridge import install_otlp_bridge
 

@@ -193,10 +193,12 @@ def by_key(values: list[bytes], field: str) -> dict[object, list[bytes]]:
     return out
 
 
-async def committed(kafka: KafkaIO, topics: TopicSet) -> dict[tuple[str, int], int]:
-    """The worker group's committed offsets on the tool-calls topic."""
+async def committed(
+    kafka: KafkaIO, topics: TopicSet, topic: str | None = None
+) -> dict[tuple[str, int], int]:
+    """The worker group's committed offsets on a topic (the tool-calls topic by default)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap, request_timeout_ms=5000)
-    tps = [TopicPartition(topics.tool_calls, p) for p in range(topics.partitions)]
+    tps = [TopicPartition(topic or topics.tool_calls, p) for p in range(topics.partitions)]
     await admin.start()
     try:
         offsets = await admin.list_consumer_group_offsets(topics.group_id, partitions=tps)
@@ -232,3 +234,47 @@ async def test_a_worker_killed_after_applying_a_signal_still_blocks_early_when_r
         decisions, message = await late_run(client, clock)
     assert decisions == ["allow", "allow", "allow", "block"]
     assert "read failing the same way" in (message or "")
+
+
+async def fleet_committed_to_its_end(kafka: KafkaIO, topics: TopicSet) -> None:
+    """Until the worker committed every fleet record so far: the fleet state that counts them
+    is written (docs/fleet.md), so a restarted worker does not read them again."""
+    topic = fleet_topic_of(topics.group_id)
+    records = await kafka.consume_until(topic, deadline=1)  # Tansu under-reports end offsets
+    want = {(m.topic, m.partition): m.offset + 1 for m in records}  # offset order per partition
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while {
+        tp: at for tp, at in (await committed(kafka, topics, topic)).items() if tp in want
+    } != want:
+        assert loop.time() < deadline, f"fleet records not committed: {want}"
+        await asyncio.sleep(0.2)
+
+
+async def test_a_worker_killed_during_an_outage_fires_once_and_resolves_once_restarted(
+    start_worker: Callable[..., WorkerProcess], topics: TopicSet, kafka: KafkaIO
+) -> None:
+    worker = await started(start_worker)
+    clock = Clock()
+    async with RuntimeClient(kafka.bootstrap, topics=topics, clock=clock) as client:
+        await outage(client, clock)
+        await kafka.consume_until(topics.control, lambda ms: bool(signals(ms, "firing")), 60)
+        await fleet_committed_to_its_end(kafka, topics)
+        worker.kill()  # SIGKILL by PID, in the middle of the outage
+        start_worker()  # another data dir: its fleet state comes from the changelog
+        for i in range(4, 8):  # the outage goes on: more runs fail the same way
+            run = client.run(f"broken-{i}", agent_id=f"agent-{i}")
+            for _ in range(2):
+                cid = await run.tool_call("read", READ)
+                await run.tool_result(cid, "read", READ, error=ENOENT)
+                clock.ms += 100
+        clock.ms += 3 * WINDOW_S * 1000  # then it is over
+        healthy = client.run("healthy", agent_id="agent-0", start_seq=2)
+        await healthy.tool_call("read", {"path": "README.md"})
+        await client.flush()
+        control = await kafka.consume_until(
+            topics.control, lambda ms: bool(signals(ms, "resolved")), 60
+        )
+    firing, resolved = signals(control, "firing"), signals(control, "resolved")
+    assert [len(firing), len(resolved)] == [1, 1]
+    assert resolved[0]["signal_id"] == firing[0]["signal_id"]

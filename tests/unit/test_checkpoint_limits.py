@@ -1,5 +1,6 @@
 """The checkpoint writes while batches go on, and the commit after it stops at what it wrote
-(and the worker's heap at its first batch leaves the cyclic collector's scans).
+and at what was delivered (and the worker's heap at its first batch leaves the cyclic
+collector's scans).
 
 Drives the worker's real Faust consumer (acks, `_new_offset`, `force_commit` with the
 checkpoint hook; tests/unit/faust_rig.py records the broker-side commit) and the worker's
@@ -26,6 +27,7 @@ from aiokafka.structs import ConsumerRecord
 from loopguard_fleet.config import load_policy
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.processing.outbox import OutputLost
 from loopguard_fleet.streams.processing.stored import decode_stored
 from loopguard_fleet.streams.wire.codec import run_key
 from loopguard_fleet.streams.worker.agent import RunProcessor, freeze_startup_heap
@@ -61,6 +63,26 @@ class HeldOutbox:
         await self.wait()
 
 
+class HeldChannel:
+    """A Faust topic whose records are acknowledged only when the test says so."""
+
+    def __init__(self) -> None:
+        self.sent: list[asyncio.Future[None]] = []
+
+    def send_soon(self, *, key: bytes | None, value: bytes, partition: int | None) -> Any:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.sent.append(fut)
+        return fut
+
+    def acknowledge(self) -> None:
+        for fut in self.sent:
+            fut.set_result(None)
+
+    def fail(self) -> None:
+        for fut in self.sent:
+            fut.set_exception(OSError("broker gone"))
+
+
 class Event:
     """A Faust event as the agent gets it (weak-referenceable, as the table routing needs)."""
 
@@ -74,19 +96,27 @@ class Worker:
     processor: RunProcessor
     outbox: HeldOutbox
     table: dict[bytes, bytes]
+    dead_letters: HeldChannel
     offset: int = 0
 
     async def batch(self, runs: list[str], seq: int) -> None:
         """One batch, as `take_batches` runs it: tracked, processed, then acked."""
-        consumer = self.rig.consumer
-        messages = []
-        for run in runs:
-            value = orjson.dumps(
+
+        def call(run: str) -> bytes:
+            return orjson.dumps(
                 {"type": "tool_call", "event_id": f"{run}-{seq}", "run_id": run, "seq": seq,
                  "tool_call_id": f"c{seq}", "tool": "read", "args": {"path": "/a"}}
             )  # fmt: skip
+
+        await self.records([(run_key(run), call(run)) for run in runs])
+
+    async def records(self, records: list[tuple[bytes, bytes]]) -> None:
+        """One batch of raw (key, value) records."""
+        consumer = self.rig.consumer
+        messages = []
+        for key, value in records:
             record = ConsumerRecord(
-                TOPIC, 0, self.offset, 1_000, 0, run_key(run), value, None, 1, len(value), []
+                TOPIC, 0, self.offset, 1_000, 0, key, value, None, 1, len(value), []
             )
             self.offset += 1
             messages.append(consumer._to_message(TP0, record))
@@ -107,13 +137,14 @@ class Worker:
 
 async def _worker(rig: Rig, tmp_path: Path, guarantee: str) -> Worker:
     table: dict[bytes, bytes] = {}
-    wiring = dataclasses.replace(rig.wiring, table=table)
+    dead_letters = HeldChannel()
+    wiring = dataclasses.replace(rig.wiring, table=table, dead_letter=dead_letters)
     outbox = HeldOutbox()
     settings = Settings(data_dir=tmp_path, store="memory://", processing_guarantee=guarantee)
     processor = RunProcessor(wiring, settings, POLICY, Metrics(), outbox)
     rig.wiring.app.before_commit.append(processor.before_commit)  # as install_agent does
     await rig.wiring.app.producer.buffer.start()  # the checkpoint drains Faust's real buffer
-    return Worker(rig, processor, outbox, table)
+    return Worker(rig, processor, outbox, table, dead_letters)
 
 
 @pytest.fixture
@@ -196,6 +227,47 @@ async def test_exactly_once_keeps_batches_out_until_the_checkpoint_is_written(
             )
         finally:
             await rig.wiring.app.producer.buffer.stop()
+
+
+async def test_a_record_another_agent_produced_is_delivered_before_the_commit_passes_its_input(
+    worker: Worker,
+) -> None:
+    # A side agent (the fleet task) read offset 0 and produced a record from it; no run changed.
+    consumer, produced = worker.rig.consumer, HeldChannel()
+    message = consumer._to_message(
+        TP0, ConsumerRecord(TOPIC, 0, 0, 1_000, 0, b"k", b"{}", None, 1, 2, [])
+    )
+    consumer.track_message(message)
+    worker.processor.gate.send(produced, b"sig", b"fleet_signal")
+    worker.processor.note_read(TOPIC, 0, 0)
+    consumer.ack(message)
+
+    commit = asyncio.ensure_future(consumer.commit())
+    await turns(50)
+    held = (commit.done(), worker.committed())
+    produced.acknowledge()
+    await commit
+    assert (held, worker.committed()) == ((False, []), [1])
+
+
+async def test_a_dead_letter_is_delivered_before_the_commit_passes_the_refused_record(
+    worker: Worker,
+) -> None:
+    await worker.records([(b"r", b"not json")])  # refused: dead-lettered, no run changed
+    commit = asyncio.ensure_future(worker.rig.consumer.commit())
+    await turns(50)
+    held = (commit.done(), worker.committed(), len(worker.dead_letters.sent))
+    worker.dead_letters.acknowledge()
+    await commit
+    assert (held, worker.committed()) == ((False, [], 1), [1])
+
+
+async def test_a_record_not_delivered_stops_the_commit(worker: Worker) -> None:
+    await worker.records([(b"r", b"not json")])
+    worker.dead_letters.fail()
+    with pytest.raises(OutputLost):
+        await worker.rig.consumer.commit()
+    assert worker.committed() == []
 
 
 class Cycle:

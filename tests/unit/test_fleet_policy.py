@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 
 from loopguard_fleet.config import PolicyError, load_policy
+from loopguard_fleet.config.defaults import fleet_topic_of
 from loopguard_fleet.config.policy_json_schema import policy_schema
+from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.detectors.fleet import FleetSettings
 from loopguard_fleet.streams.cli import main
+from loopguard_fleet.streams.worker.run import worker_topics
 
 FLEET_KEYS = "enabled, windowSeconds, minRuns, earlyAction, earlyAtCount"
 
@@ -166,3 +169,21 @@ def test_the_published_schema_describes_the_fleet_block() -> None:
     for key in FLEET_KEYS.split(", "):
         assert f'"{key}"' in schema
     assert '"enum": ["warn", "block"]' in schema
+
+
+def test_the_worker_creates_its_fleet_topic_when_the_policy_it_starts_with_enables_fleet(
+    tmp_path: Path,
+) -> None:
+    """The policy topic's version decides (run_worker creates the topic with it too), not
+    only the file's: a worker whose file has fleet signals off but whose policy topic turned
+    them on runs the fleet task, so it needs the topic."""
+    settings = Settings(data_dir=tmp_path, app_id="lg")
+    off, on = load_policy(fleet({"enabled": False})), load_policy(fleet({"enabled": True}))
+    fleet_topic = fleet_topic_of("lg")
+    assert (
+        fleet_topic in worker_topics(settings, off),
+        fleet_topic in worker_topics(settings, on),
+    ) == (
+        False,
+        True,
+    )

@@ -29,6 +29,7 @@ from loopguard_fleet.streams.processing.policy_switch import encode_switch
 from loopguard_fleet.streams.wire.codec import encode
 from loopguard_fleet.streams.wire.deadletter import Origin, dead_letter
 from loopguard_fleet.streams.worker.app import Wiring
+from loopguard_fleet.streams.worker.commit_gate import CommitGate
 from loopguard_fleet.streams.worker.faust.batches import take_batches
 from loopguard_fleet.streams.worker.faust.bulk import messages_of
 from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
@@ -83,10 +84,11 @@ class PolicySwitches:
 
 
 def install_policy_switches(
-    wiring: Wiring, settings: Settings, note_read: Callable[[str, int, int], None], metrics: Metrics
+    wiring: Wiring, settings: Settings, gate: CommitGate, metrics: Metrics
 ) -> None:
-    """Register the agent that owns the policy topic in the worker group. `note_read`: the
-    detection agent's, so that the commit passes what the agent processed."""
+    """Register the agent that owns the policy topic in the worker group. `gate`: the
+    detection agent's, so that a commit passes a policy record only once its switches and
+    dead letters are delivered."""
     assert settings.policy_topic is not None
     app = wiring.app
     raw = RawSchema()
@@ -96,13 +98,13 @@ def install_policy_switches(
 
     def send(value: bytes) -> None:
         for p in range(settings.partitions):  # each input partition applies it in its order
-            tool_calls.send_soon(key=POLICY_KEY, value=value, partition=p)
+            gate.send(tool_calls, POLICY_KEY, value, p)
 
     switches = PolicySwitches(
         settings.policy_topic,
         semantics=settings.semantics,
         send=send,
-        dead_letter=lambda key, value: dead_letters.send_soon(key=key, value=value),
+        dead_letter=lambda key, value: gate.send(dead_letters, key, value),
         metrics=metrics,
         prefix_bytes=settings.dead_letter_prefix_bytes,
     )
@@ -114,4 +116,4 @@ def install_policy_switches(
             for msg in messages_of(events):
                 ts_ms = None if msg.timestamp is None else int(msg.timestamp * 1000)
                 switches.take(msg.offset, msg.value, msg.key, ts_ms)
-                note_read(msg.topic, msg.partition, msg.offset)
+                gate.read(msg.topic, msg.partition, msg.offset)

@@ -131,7 +131,7 @@ def assemble(
     processor = RunProcessor(wiring, settings, policy, metrics, outbox, base_document=document)
     install_agent(wiring, processor, settings)
     if followed:  # the policy topic's owner (streams/worker/policy_follower.py)
-        install_policy_switches(wiring, settings, processor.note_read, metrics)
+        install_policy_switches(wiring, settings, processor.gate, metrics)
     if processor.fleet is not None:  # fleet signals on (docs/fleet.md)
         processor.fleet_link, fleet_checkpoint = install_fleet(
             wiring,

@@ -47,9 +47,7 @@ class HistoryRecord(Protocol):
 
 
 def _records(history: Sequence[HistoryRecord]) -> Sequence[Record]:
-    """The history as `Record`s: itself, or each record's facts copied into one."""
-    if not history or type(history[-1]) is Record:  # the engine's histories: no copy
-        return history  # type: ignore[return-value]
+    """Another history's records as `Record`s, their facts copied into them."""
     return [
         Record(
             r.tool,
@@ -119,7 +117,10 @@ def counts_2026_9(
 ) -> tuple[int, HashKey | None, int]:
     """(no-progress count, the streak's latest outcome's hash key, recent count) for a call of
     `tool`/`args_hash`, in one walk of the window (two for exec)."""
-    records = _records(history)
+    # The engine's histories are Records already: tested here, without a call.
+    records: Sequence[Record] = (
+        history if not history or type(history[-1]) is Record else _records(history)  # type: ignore[assignment]
+    )
     streak = 0
     pending_vetoes = 0
     latest: HashKey | None = None

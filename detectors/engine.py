@@ -118,9 +118,12 @@ def _detect_2026_9(history: list[Record], call: ToolCall, th: Thresholds) -> Ver
         verdict = generic_repeat.check(call, streak, latest, 0, th, message)
         if verdict is not None:
             return verdict
-    verdict = argument_churn.check(call, *argument_churn.churn(history, tool, ahash), th)
-    if verdict is not None:
-        return _live(verdict)
+    # Rule 8's walk starts at the newest record and needs it to be of this tool: when it is
+    # not, the count is 0, which warns only under a threshold of 0.
+    if (history and history[-1].tool == tool) or th.warning_threshold <= 0:
+        verdict = argument_churn.check(call, *argument_churn.churn(history, tool, ahash), th)
+        if verdict is not None:
+            return _live(verdict)
     if is_poll or (recent < th.warning_threshold and th.critical_threshold > 0):
         return None  # rule 8 gives nothing below the warning threshold
     return generic_repeat.check(call, 0, latest, recent, th)

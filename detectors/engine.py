@@ -97,10 +97,12 @@ def _detect_2026_9(history: list[Record], call: ToolCall, th: Thresholds) -> Ver
             return verdict
     tool, ahash = call.tool, call.args_hash
     streak, latest, recent = counts_2026_9(history, tool, ahash)
+    # 2026.9's wording goes in as the verdict is made (a looping run is blocked at every call).
     if streak >= th.global_circuit_breaker_threshold:
-        verdict = circuit_breaker.check(call, streak, latest, th)
+        message = circuit_breaker.message_2026_9(tool, streak)
+        verdict = circuit_breaker.check(call, streak, latest, th, message)
         if verdict is not None:
-            return _reworded(verdict, circuit_breaker.message_2026_9(tool, streak))
+            return verdict
     is_poll = th.known_poll or known_poll.is_known_poll(call)
     if is_poll:
         verdict = known_poll.check(call, streak, latest, th)
@@ -112,12 +114,16 @@ def _detect_2026_9(history: list[Record], call: ToolCall, th: Thresholds) -> Ver
             return _with_liveness(verdict, history, call, th)
     # Rule 7 alone (a zero recent count keeps generic_repeat from warning), when it can fire.
     if not is_poll and (streak >= th.critical_threshold or th.warning_threshold <= 0):
-        verdict = generic_repeat.check(call, streak, latest, 0, th)
+        message = generic_repeat.message_2026_9(tool, streak)
+        verdict = generic_repeat.check(call, streak, latest, 0, th, message)
         if verdict is not None:
-            return _reworded(verdict, generic_repeat.message_2026_9(tool, streak))
-    verdict = argument_churn.check(call, *argument_churn.churn(history, tool, ahash), th)
-    if verdict is not None:
-        return _live(verdict)
+            return verdict
+    # Rule 8's walk starts at the newest record and needs it to be of this tool: when it is
+    # not, the count is 0, which warns only under a threshold of 0.
+    if (history and history[-1].tool == tool) or th.warning_threshold <= 0:
+        verdict = argument_churn.check(call, *argument_churn.churn(history, tool, ahash), th)
+        if verdict is not None:
+            return _live(verdict)
     if is_poll or (recent < th.warning_threshold and th.critical_threshold > 0):
         return None  # rule 8 gives nothing below the warning threshold
     return generic_repeat.check(call, 0, latest, recent, th)
@@ -134,16 +140,8 @@ def _with_liveness(
     return _live(verdict)
 
 
-# Verdicts made anew rather than with dataclasses.replace, which looks the fields up each
-# time (~2 µs; a looping run is blocked at every call).
-def _reworded(verdict: Verdict, message: str) -> Verdict:
-    """The verdict with OpenClaw 2026.9's wording."""
-    v = verdict
-    return Verdict(
-        v.level, v.detector, v.count, message, v.warning_key, v.paired_tool, v.liveness_signal
-    )
-
-
+# A verdict made anew rather than with dataclasses.replace, which looks the fields up each
+# time (~2 µs).
 def _live(verdict: Verdict) -> Verdict:
     """The verdict carrying the argument-churn liveness signal."""
     v = verdict

@@ -163,6 +163,12 @@ def outcome_text(result: JSON | _Undefined) -> str:
     content = result.get("content") if isinstance(result, dict) else None
     if not isinstance(content, _ARRAYS):
         return ""
+    if len(content) == 1:  # most results: one item, no list to join
+        item = content[0]
+        if type(item) is dict:
+            text = item.get("text")
+            if type(text) is str:
+                return js_trim(text) if isinstance(item.get("type"), str) else ""
     texts: list[str] = []
     for item in content:
         if isinstance(item, dict):

@@ -75,7 +75,7 @@ def _store(
         if fields is None:
             if tcid:
                 continue
-        elif (tcid and fields[0] != tcid) or fields[2] is not None:
+        elif fields[2] is not None or (tcid and fields[0] != tcid):  # a veto: the kind first
             continue
         if rec.tool == tool and rec.args_hash == ahash:
             history[i] = done

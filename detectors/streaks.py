@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from loopguard_fleet.detectors.hashkeys import HashKey
+from loopguard_fleet.detectors.records import Record
 
 __all__ = ["HistoryRecord", "counts_2026_9", "no_progress_2026_9", "recent_count"]
 
@@ -45,28 +46,53 @@ class HistoryRecord(Protocol):
     def no_progress(self) -> bool: ...
 
 
+def _records(history: Sequence[HistoryRecord]) -> Sequence[Record]:
+    """Another history's records as `Record`s, their facts copied into them."""
+    return [
+        Record(
+            r.tool,
+            r.args_hash,
+            None,
+            r.result_key,
+            None,
+            outcome_kind=r.outcome_kind,
+            failure_identity=r.failure_identity,
+            no_progress=r.no_progress,
+        )
+        for r in history
+    ]
+
+
+# The walks read a record's outcome kind and failure identity from its `_rare` slot
+# (detectors/records.py) instead of through their properties: in a blocked loop every call
+# walks a window of vetoes, and a property read cost ~0.1 µs a record, most of the walk.
 def _terminal_walk(
-    history: Sequence[HistoryRecord], tool: str, args_hash: str
+    history: Sequence[Record], tool: str, args_hash: str
 ) -> tuple[int, HashKey | None]:
     """exec's terminal-failure streak: newest exec records failing with one identity."""
     streak = 0
     pending_vetoes = 0
-    latest: HistoryRecord | None = None
+    latest: Record | None = None
+    latest_identity: str | None = None
     crossed = False
     for i in range(len(history) - 1, -1, -1):
         rec = history[i]
         if rec.tool != tool:
             break
-        if rec.outcome_kind == VETO:
+        rare = rec._rare
+        kind = None if rare is None else rare[2]
+        if kind == VETO:
             pending_vetoes += 1
             continue
         rhash = rec.result_key
         if not rhash:
             continue
-        if rec.outcome_kind != TERMINAL:
+        if kind != TERMINAL:
             break
+        assert rare is not None  # a terminal failure has its facts
         if latest is None:
             latest = rec
+            latest_identity = rare[3]
             crossed = rec.args_hash != args_hash
             streak = pending_vetoes + 1
             pending_vetoes = 0
@@ -75,9 +101,8 @@ def _terminal_walk(
             break
         if rec.args_hash != args_hash:
             crossed = True
-        same_failure = (
-            rec.failure_identity is not None and rec.failure_identity == latest.failure_identity
-        )
+        identity = rare[3]
+        same_failure = identity is not None and identity == latest_identity
         if rhash != latest.result_key and not same_failure:
             break
         streak += pending_vetoes + 1
@@ -92,18 +117,23 @@ def counts_2026_9(
 ) -> tuple[int, HashKey | None, int]:
     """(no-progress count, the streak's latest outcome's hash key, recent count) for a call of
     `tool`/`args_hash`, in one walk of the window (two for exec)."""
+    # The engine's histories are Records already: tested here, without a call.
+    records: Sequence[Record] = (
+        history if not history or type(history[-1]) is Record else _records(history)  # type: ignore[assignment]
+    )
     streak = 0
     pending_vetoes = 0
     latest: HashKey | None = None
     recent = 0
     counting = True
-    for rec in reversed(history):
+    for rec in reversed(records):
         if rec.args_hash != args_hash or rec.tool != tool:
             continue
         recent += 1
         if not counting:
             continue
-        if rec.outcome_kind == VETO:
+        rare = rec._rare
+        if rare is not None and rare[2] == VETO:
             pending_vetoes += 1
             continue
         rhash = rec.result_key
@@ -121,7 +151,7 @@ def counts_2026_9(
     if latest is None:
         streak = pending_vetoes
     if tool == "exec":
-        failures = _terminal_walk(history, tool, args_hash)
+        failures = _terminal_walk(records, tool, args_hash)
         if failures[0] > streak:
             return failures[0], failures[1], recent
     return streak, latest, recent

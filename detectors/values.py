@@ -82,7 +82,7 @@ class Thresholds:
 # ToolCall, Outcome and Record are made for every call on the hot path; frozen dataclasses
 # pay ~0.5 µs per instance for their guarded __init__, a fifth of the engine's budget. They are
 # immutable by contract (the engine never assigns to them) and hashable like frozen ones.
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class ToolCall:
     """One tool invocation (docs/semantics.md §1): `ToolCall("read", {"path": "/a"}, "c1")`.
 
@@ -97,19 +97,28 @@ class ToolCall:
     args_hash: str = ""
     action: str | None = None  # args.action when it is a string (known polls, sends)
 
-    def __post_init__(self) -> None:
+    # Written out rather than generated with a __post_init__: one call a tool event instead
+    # of two (docs/performance.md, "Where a worker's time goes").
+    def __init__(
+        self,
+        tool: str,
+        args: JSON | _Undefined = UNDEFINED,
+        tool_call_id: str | None = None,
+        args_hash: str = "",
+        action: str | None = None,
+    ) -> None:
         hashing = _HASHING or _hashing()
-        if self.args_hash:
-            self.tool = hashing.normalize_tool(self.tool)
-            self.args_hash = share(self.args_hash)  # repeated calls share one string
+        if args_hash:
+            self.tool = hashing.normalize_tool(tool)
+            self.args_hash = share(args_hash)  # repeated calls share one string
         else:
-            self.tool, self.args_hash = hashing.call_signature(self.tool, self.args)
-        args = self.args
-        if self.action is None and type(args) is dict:
-            action = args.get("action")
-            self.action = action if isinstance(action, str) else None
-        if not self.tool_call_id:
-            self.tool_call_id = None
+            self.tool, self.args_hash = hashing.call_signature(tool, args)
+        self.args = args
+        if action is None and type(args) is dict:
+            value = args.get("action")
+            action = value if isinstance(value, str) else None
+        self.action = action
+        self.tool_call_id = tool_call_id or None
 
     @classmethod
     def of(cls, tool: str, args: JSON, tool_call_id: str | None = None) -> ToolCall:

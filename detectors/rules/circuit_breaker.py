@@ -21,15 +21,23 @@ def message_2026_9(tool: str, count: int) -> str:
     )
 
 
-def check(call: ToolCall, streak: int, latest: HashKey | None, th: Thresholds) -> Verdict | None:
-    """Critical when the no-progress streak reaches the global threshold."""
+def check(
+    call: ToolCall,
+    streak: int,
+    latest: HashKey | None,
+    th: Thresholds,
+    message: str | None = None,
+) -> Verdict | None:
+    """Critical when the no-progress streak reaches the global threshold (`message`: another
+    profile's wording)."""
     if streak < th.global_circuit_breaker_threshold:
         return None
     return Verdict(
         "critical",
         DETECTOR,
         streak,
-        f"CRITICAL: {call.tool} has repeated identical no-progress outcomes {streak} times. "
+        message
+        or f"CRITICAL: {call.tool} has repeated identical no-progress outcomes {streak} times. "
         "Session execution blocked by global circuit breaker to prevent runaway loops.",
         f"global:{call.tool}:{call.args_hash}:{hash_text(latest) if latest else 'none'}",
     )

@@ -24,9 +24,15 @@ def message_2026_9(tool: str, count: int) -> str:
 
 
 def check(
-    call: ToolCall, streak: int, latest: HashKey | None, recent: int, th: Thresholds
+    call: ToolCall,
+    streak: int,
+    latest: HashKey | None,
+    recent: int,
+    th: Thresholds,
+    message: str | None = None,
 ) -> Verdict | None:
-    """Critical on a long no-progress streak, warning on many identical calls."""
+    """Critical on a long no-progress streak, warning on many identical calls (`message`:
+    another profile's wording, for either)."""
     if not th.generic_repeat:
         return None
     tool = call.tool
@@ -35,7 +41,8 @@ def check(
             "critical",
             DETECTOR,
             streak,
-            f"CRITICAL: Called {tool} with identical arguments and identical outcomes {streak} "
+            message
+            or f"CRITICAL: Called {tool} with identical arguments and identical outcomes {streak} "
             "times. Session execution blocked to prevent runaway loops.",
             f"generic:{tool}:{call.args_hash}:{hash_text(latest) if latest else 'none'}",
         )
@@ -46,7 +53,8 @@ def check(
         "warning",
         DETECTOR,
         count,
-        f"WARNING: You have called {tool} {count} times with identical arguments. If this is "
+        message
+        or f"WARNING: You have called {tool} {count} times with identical arguments. If this is "
         "not making progress, stop retrying and report the task as failed.",
         f"generic:{tool}:{call.args_hash}",
     )

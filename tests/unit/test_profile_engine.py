@@ -8,7 +8,17 @@ from typing import Any
 
 import pytest
 
-from loopguard_fleet.detectors import Record, RunState, Thresholds, process_event
+from loopguard_fleet.detectors import (
+    Outcome,
+    Record,
+    RunState,
+    Thresholds,
+    ToolCall,
+    detect,
+    process_event,
+    record_call,
+    record_outcome,
+)
 from tests.differential.outcomes import veto_result
 from tests.differential.streams import generate_run
 from tests.wire import RunScript, text_result
@@ -98,6 +108,24 @@ def test_churn_warns_with_its_liveness_signal() -> None:
     )
     assert last["message"].startswith("WARNING: write has cycled through 3 repeated argument")
     assert not [e for e in _loop_events(events, OLD) if e["detector"] == "argument_churn"]
+
+
+def test_a_zero_warning_threshold_reaches_rule_8_whatever_the_newest_record() -> None:
+    """Churn counts 0 when the newest record is another tool's (or there is none), and a zero
+    warning threshold warns on that 0: the engine's shortcut past rule 8 must not skip it."""
+    th = Thresholds(
+        enabled=True, semantics="openclaw-2026.9", warning_threshold=0, generic_repeat=False
+    )
+    state = RunState()
+    read = ToolCall.of("read", {"path": "/a"}, "c2")
+    seen = [detect(state, read, th)]
+    listing = ToolCall.of("list", {"dir": "/w"}, "c1")
+    record_call(state, listing, th)
+    record_outcome(state, listing, Outcome.result({"content": []}), th)
+    seen.append(detect(state, read, th))
+    assert [(v.detector, v.count, v.liveness_signal) for v in seen if v is not None] == [
+        ("argument_churn", 0, "argument_churn"),
+    ] * 2
 
 
 def test_cron_is_automations_in_2026_9() -> None:

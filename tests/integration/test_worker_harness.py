@@ -40,8 +40,13 @@ class FakeTopic:
 
     sent: list[tuple[bytes | None, Any]] = field(default_factory=list)
 
-    def send_soon(self, *, key: bytes | None, value: bytes) -> None:
+    def send_soon(
+        self, *, key: bytes | None, value: bytes, partition: int | None = None
+    ) -> asyncio.Future[None]:
         self.sent.append((key, orjson.loads(value)))
+        delivered = asyncio.get_running_loop().create_future()
+        delivered.set_result(None)  # delivered at once: the commit gate awaits it
+        return delivered
 
 
 class FakeTable(dict[bytes, bytes]):
@@ -252,7 +257,8 @@ async def test_an_idle_run_leaves_the_cache_and_comes_back_unchanged() -> None:
     keeping = make_harness(Settings(run_cache_idle_seconds=1_000, **settings))
     (cached, active), sent, table = await _quiet_then_busy(evicting)
     assert (cached, active) == (1.0, 2.0)  # "q" is held in the table only, still counted
-    reads_before_return = 2  # one miss per run when first seen
+    # One miss per run when first seen, and one for the partition's stored policy switches.
+    reads_before_return = 3
     assert evicting.table.reads == reads_before_return + 1  # "q" read back once
     (kept_cached, _), kept_sent, kept_table = await _quiet_then_busy(keeping)
     assert kept_cached == 2.0 and keeping.table.reads == reads_before_return

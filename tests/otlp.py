@@ -61,10 +61,12 @@ class Call:
         )
 
 
-def export_request(calls: list[Call], extra: list[Span] | None = None) -> ExportTraceServiceRequest:
+def export_request(
+    calls: list[Call], extra: list[Span] | None = None, run_key: str = "gen_ai.conversation.id"
+) -> ExportTraceServiceRequest:
     """One `ExportTraceServiceRequest`: a resource per run (its conversation and agent ids as
-    resource attributes, as an instrumented agent process sets them); `extra` spans (a model
-    call, a broken tool span) go in the first resource."""
+    resource attributes, as an instrumented agent process sets them; the run id under
+    `run_key`); `extra` spans (a model call, a broken tool span) go in the first resource."""
     by_run: dict[str, list[Call]] = {}
     for c in calls:
         by_run.setdefault(c.run_id, []).append(c)
@@ -73,7 +75,7 @@ def export_request(calls: list[Call], extra: list[Span] | None = None) -> Export
         resource = Resource(
             attributes=[
                 _kv("service.name", "scripted-agent"),
-                _kv("gen_ai.conversation.id", run_id),
+                _kv(run_key, run_id),
                 _kv("gen_ai.agent.id", run_calls[0].agent_id),
             ]
         )

@@ -32,14 +32,16 @@ class Call:
     tool: str
     args: str  # JSON text, as instrumentations capture gen_ai.tool.call.arguments
     result: str
+    t0_ns: int = T0_NS
+    step_ns: int = 1_000_000_000  # call n starts n steps after t0 and lasts 0.4 steps
 
     @property
     def start_ns(self) -> int:
-        return T0_NS + self.n * 1_000_000_000
+        return self.t0_ns + self.n * self.step_ns
 
     @property
     def end_ns(self) -> int:
-        return self.start_ns + 400_000_000
+        return self.start_ns + self.step_ns * 2 // 5
 
     def span(self) -> Span:
         """The call's GenAI `execute_tool` span (trace: one per run)."""
@@ -113,12 +115,14 @@ def wire_jsonl(calls: list[Call]) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
-def looping_script() -> list[Call]:
+def looping_script(t0_ns: int = T0_NS, step_ns: int = 1_000_000_000) -> list[Call]:
     """Two interleaved runs: one repeats a call until it is blocked, one alternates two
-    calls (ping-pong)."""
+    calls (ping-pong); call n starts n steps after `t0_ns`."""
     calls: list[Call] = []
     for i in range(1, 31):
-        calls.append(Call("run-loop", "agent-a", 2 * i, "read", '{"path":"/etc/x"}', "same"))
+        loop = ("read", '{"path":"/etc/x"}', "same")
+        calls.append(Call("run-loop", "agent-a", 2 * i, *loop, t0_ns, step_ns))
         path = "/a" if i % 2 else "/b"
-        calls.append(Call("run-pp", "agent-b", 2 * i + 1, "cat", f'{{"path":"{path}"}}', path))
+        pp = ("cat", f'{{"path":"{path}"}}', path)
+        calls.append(Call("run-pp", "agent-b", 2 * i + 1, *pp, t0_ns, step_ns))
     return calls

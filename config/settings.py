@@ -18,6 +18,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from loopguard_fleet.config.broker_address import bootstrap_servers, broker_url
 from loopguard_fleet.config.defaults import (
+    OTLP_DEDUPE_MEMORY_S,
+    OTLP_REORDER_WINDOW_S,
+    OTLP_RUN_ID_KEYS,
     TOPIC_COMPACTIONS,
     TOPIC_CONTROL,
     TOPIC_DEAD_LETTER,
@@ -180,6 +183,13 @@ class Settings(KafkaSecuritySettings):
     channel_tools: Annotated[tuple[str, ...], NoDecode] = tuple(sorted(DEFAULT_CHANNEL_TOOLS))
     semantics: Semantics = CONFIGURABLE  # which OpenClaw release's rules decide (docs/semantics.md)
 
+    # The live OTLP bridge's mapping and window (docs/audit.md); the audits' --otlp-* flags.
+    otlp_run_id_keys: Annotated[tuple[str, ...], NoDecode] = OTLP_RUN_ID_KEYS  # (): trace id
+    otlp_openinference: bool = False  # also read OpenInference TOOL spans
+    otlp_privacy: bool = False  # hash arguments and results at the bridge
+    otlp_reorder_window_seconds: float = Field(default=OTLP_REORDER_WINDOW_S, ge=0, le=3_600)
+    otlp_dedupe_memory_seconds: float = Field(default=OTLP_DEDUPE_MEMORY_S, gt=0)
+
     # Web (metrics and health) and logging.
     web_host: str = "127.0.0.1"
     web_port: int = Field(default=6066, ge=1, le=65_535)
@@ -226,9 +236,9 @@ class Settings(KafkaSecuritySettings):
         """Accept `INFO` as well as `info`; `warn` is refused (Faust turns it into debug)."""
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("channel_tools", mode="before")
+    @field_validator("channel_tools", "otlp_run_id_keys", mode="before")
     @classmethod
-    def _split_channel_tools(cls, value: object) -> object:
+    def _split_names(cls, value: object) -> object:
         """Accept a JSON list or a comma-separated string from the environment."""
         if isinstance(value, str):
             text = value.strip()

@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import orjson
@@ -53,6 +54,7 @@ from loopguard_fleet.streams.cli_errors import (
     CliError,
     describe,
 )
+from loopguard_fleet.streams.otlp.options import AUDIT_OPTIONS, OtlpOptions
 
 if TYPE_CHECKING:
     from loopguard_fleet.streams.kafka.security import ClientSecurity
@@ -153,6 +155,7 @@ _OTLP_FLAGS = (
     ("--otlp-openinference", "otlp_openinference"),
     ("--otlp-privacy", "otlp_privacy"),
     ("--otlp-reorder-window", "otlp_reorder_window"),
+    ("--otlp-dedupe-memory", "otlp_dedupe_memory"),
 )
 
 
@@ -161,19 +164,28 @@ def _otlp(args: argparse.Namespace, source: FileInput | TopicInput) -> OtlpInput
     from loopguard_fleet.streams.audit.otlp_input import otlp_input
     from loopguard_fleet.streams.otlp import OTLP_EXTRA
 
-    keys = [k.strip() for k in (args.otlp_run_id_keys or "").split(",") if k.strip()]
     try:
-        return otlp_input(
-            source,
-            run_id_keys=keys,
-            openinference=args.otlp_openinference,
-            privacy=args.otlp_privacy,
-            window_s=args.otlp_reorder_window,
-        )
+        return otlp_input(source, _otlp_options(args))
     except ImportError:
         raise CliError(
             f"--input-format otlp needs the optional extra: {OTLP_EXTRA}", EXIT_USAGE
         ) from None
+
+
+def _otlp_options(args: argparse.Namespace) -> OtlpOptions:
+    """The `--otlp-*` flags as the options a worker's `LOOPGUARD_OTLP_*` settings give."""
+    options = AUDIT_OPTIONS
+    if args.otlp_run_id_keys is not None:
+        keys = tuple(k.strip() for k in args.otlp_run_id_keys.split(",") if k.strip())
+        options = replace(options, run_id_keys=keys)
+    if args.otlp_dedupe_memory is not None:
+        options = replace(options, dedupe_memory_s=args.otlp_dedupe_memory)
+    return replace(
+        options,
+        openinference=args.otlp_openinference,
+        privacy=args.otlp_privacy,
+        reorder_window_s=args.otlp_reorder_window,
+    )
 
 
 def _no_events(rejected: int, unit: str) -> str:
@@ -230,6 +242,14 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds > 0."""
+    value = _seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be a finite number > 0, got 0")
     return value
 
 
@@ -560,7 +580,7 @@ def _add_input(p: argparse.ArgumentParser) -> None:
         "--otlp-run-id-keys",
         metavar="KEYS",
         help="span or resource attributes naming the run, comma-separated, first found wins "
-        "(default: gen_ai.conversation.id; the trace id when none is set)",
+        "(default: gen_ai.conversation.id; the trace id when none is set; empty: the trace id)",
     )
     p.add_argument(
         "--otlp-openinference",
@@ -579,6 +599,13 @@ def _add_input(p: argparse.ArgumentParser) -> None:
         help="release each run's spans S seconds of span time behind the latest span end "
         "(bounded memory; a later span is refused as otlp_late_span); default: hold every "
         "span until the end of the input",
+    )
+    p.add_argument(
+        "--otlp-dedupe-memory",
+        type=_positive_seconds,
+        metavar="S",
+        help="with a reorder window: a run quiet S seconds of span time past it forgets its "
+        "span ids, so a later copy of a span is no longer a duplicate (default: 3600)",
     )
     p.add_argument(
         "--idle-ttl",

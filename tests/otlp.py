@@ -32,14 +32,16 @@ class Call:
     tool: str
     args: str  # JSON text, as instrumentations capture gen_ai.tool.call.arguments
     result: str
+    t0_ns: int = T0_NS
+    step_ns: int = 1_000_000_000  # call n starts n steps after t0 and lasts 0.4 steps
 
     @property
     def start_ns(self) -> int:
-        return T0_NS + self.n * 1_000_000_000
+        return self.t0_ns + self.n * self.step_ns
 
     @property
     def end_ns(self) -> int:
-        return self.start_ns + 400_000_000
+        return self.start_ns + self.step_ns * 2 // 5
 
     def span(self) -> Span:
         """The call's GenAI `execute_tool` span (trace: one per run)."""
@@ -61,10 +63,12 @@ class Call:
         )
 
 
-def export_request(calls: list[Call], extra: list[Span] | None = None) -> ExportTraceServiceRequest:
+def export_request(
+    calls: list[Call], extra: list[Span] | None = None, run_key: str = "gen_ai.conversation.id"
+) -> ExportTraceServiceRequest:
     """One `ExportTraceServiceRequest`: a resource per run (its conversation and agent ids as
-    resource attributes, as an instrumented agent process sets them); `extra` spans (a model
-    call, a broken tool span) go in the first resource."""
+    resource attributes, as an instrumented agent process sets them; the run id under
+    `run_key`); `extra` spans (a model call, a broken tool span) go in the first resource."""
     by_run: dict[str, list[Call]] = {}
     for c in calls:
         by_run.setdefault(c.run_id, []).append(c)
@@ -73,7 +77,7 @@ def export_request(calls: list[Call], extra: list[Span] | None = None) -> Export
         resource = Resource(
             attributes=[
                 _kv("service.name", "scripted-agent"),
-                _kv("gen_ai.conversation.id", run_id),
+                _kv(run_key, run_id),
                 _kv("gen_ai.agent.id", run_calls[0].agent_id),
             ]
         )
@@ -111,12 +115,14 @@ def wire_jsonl(calls: list[Call]) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
-def looping_script() -> list[Call]:
+def looping_script(t0_ns: int = T0_NS, step_ns: int = 1_000_000_000) -> list[Call]:
     """Two interleaved runs: one repeats a call until it is blocked, one alternates two
-    calls (ping-pong)."""
+    calls (ping-pong); call n starts n steps after `t0_ns`."""
     calls: list[Call] = []
     for i in range(1, 31):
-        calls.append(Call("run-loop", "agent-a", 2 * i, "read", '{"path":"/etc/x"}', "same"))
+        loop = ("read", '{"path":"/etc/x"}', "same")
+        calls.append(Call("run-loop", "agent-a", 2 * i, *loop, t0_ns, step_ns))
         path = "/a" if i % 2 else "/b"
-        calls.append(Call("run-pp", "agent-b", 2 * i + 1, "cat", f'{{"path":"{path}"}}', path))
+        pp = ("cat", f'{{"path":"{path}"}}', path)
+        calls.append(Call("run-pp", "agent-b", 2 * i + 1, *pp, t0_ns, step_ns))
     return calls

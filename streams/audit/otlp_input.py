@@ -11,11 +11,12 @@ calls, and `OtlpCounts` counts those. docs/audit.md, "Auditing OpenTelemetry tra
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from loopguard_fleet.streams.audit.inputs import FileInput, InputItem, RefusedItem, TopicInput
+from loopguard_fleet.streams.otlp.options import AUDIT_OPTIONS, OtlpOptions
 
 if TYPE_CHECKING:  # the [otlp] extra: imported only when an OTLP input is made
     from loopguard_fleet.streams.otlp.core import SpanBridge, Step
@@ -30,8 +31,6 @@ __all__ = [
 #: A payload larger than this is refused: a Collector batch is far below it (its Kafka
 #: exporter sends at most 1 MB a message; a file line is one export request).
 MAX_OTLP_PAYLOAD_BYTES: Final = 64 * 1024 * 1024
-#: "Hold every span until the end of the input": a reorder window no span time reaches.
-_WHOLE_INPUT_NS: Final = 1 << 62
 
 
 @dataclass(slots=True)
@@ -106,27 +105,14 @@ class OtlpInput:
             yield event
 
 
-def otlp_input(
-    source: FileInput | TopicInput,
-    *,
-    run_id_keys: Sequence[str] | None = None,
-    openinference: bool = False,
-    privacy: bool = False,
-    window_s: float | None = None,
-) -> OtlpInput:
-    """An OTLP input over `source`; raises ImportError without the [otlp] extra.
+def otlp_input(source: FileInput | TopicInput, options: OtlpOptions = AUDIT_OPTIONS) -> OtlpInput:
+    """An OTLP input over `source`, mapped as `options` say; raises ImportError without the
+    [otlp] extra.
 
-    `window_s` None holds every span until the end of the input, so each run's spans are in
-    start-time order whatever order they arrived in; a window releases them that many seconds
-    of span time behind the latest span end, bounding memory (a span later than that is
-    refused as `otlp_late_span`)."""
+    A `reorder_window_s` of None holds every span until the end of the input, so each run's
+    spans are in start-time order whatever order they arrived in; a window releases them that
+    many seconds of span time behind the latest span end, bounding memory (a span later than
+    that is refused as `otlp_late_span`)."""
     from loopguard_fleet.streams.otlp.core import SpanBridge
-    from loopguard_fleet.streams.otlp.mapping import SpanMapping
-    from loopguard_fleet.streams.otlp.order import SpanOrder
 
-    mapping = SpanMapping(openinference=openinference, privacy=privacy)
-    if run_id_keys:
-        mapping = replace(mapping, run_id_keys=tuple(run_id_keys))  # trace id: the fallback
-    window_ns = _WHOLE_INPUT_NS if window_s is None else int(window_s * 1_000_000_000)
-    order = SpanOrder.with_window(window_ns)
-    return OtlpInput(source, SpanBridge(mapping, order, MAX_OTLP_PAYLOAD_BYTES))
+    return OtlpInput(source, SpanBridge.of_options(options, MAX_OTLP_PAYLOAD_BYTES))

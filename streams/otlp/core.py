@@ -17,10 +17,15 @@ from loopguard_fleet.streams.otlp.mapping import (
     read_tool_spans,
     wire_events,
 )
+from loopguard_fleet.streams.otlp.options import OtlpOptions
 from loopguard_fleet.streams.otlp.order import Added, SpanOrder
 from loopguard_fleet.streams.wire.codec import InputRejected, run_key
 
 __all__ = ["Refusal", "SpanBridge", "Step"]
+
+_NS = 1_000_000_000
+#: "Hold every span until the end of the input": a reorder window no span time reaches.
+_WHOLE_INPUT_NS = 1 << 62
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,20 @@ class SpanBridge:
         self.mapping = mapping
         self.order = order
         self.max_message_bytes = max_message_bytes
+
+    @classmethod
+    def of_options(cls, options: OtlpOptions, max_message_bytes: int) -> SpanBridge:
+        """The core `options` describe: the live bridge's and the audits' one constructor."""
+        mapping = SpanMapping(
+            run_id_keys=options.run_id_keys,
+            openinference=options.openinference,
+            privacy=options.privacy,
+            channel_tools=options.channel_tools,
+        )
+        window = options.reorder_window_s
+        window_ns = _WHOLE_INPUT_NS if window is None else int(window * _NS)
+        order = SpanOrder.with_window(window_ns, int(options.dedupe_memory_s * _NS))
+        return cls(mapping, order, max_message_bytes)
 
     def feed(self, raw: bytes | None) -> Step:
         """Take one OTLP payload; never raises for bad input."""

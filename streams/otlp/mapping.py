@@ -18,6 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from loopguard_fleet.config.defaults import OTLP_RUN_ID_KEYS
 from loopguard_fleet.detectors.hashing import DEFAULT_CHANNEL_TOOLS
 from loopguard_fleet.detectors.jsjson import NotJSON, loads
 from loopguard_fleet.detectors.values import JSON
@@ -39,7 +40,7 @@ _OPENINFERENCE_TOOL = "TOOL"
 class SpanMapping:
     """Where a span's run, agent and session ids and its tool attributes are read."""
 
-    run_id_keys: tuple[str, ...] = ("gen_ai.conversation.id",)
+    run_id_keys: tuple[str, ...] = OTLP_RUN_ID_KEYS
     agent_id_keys: tuple[str, ...] = ("gen_ai.agent.id",)
     session_keys: tuple[str, ...] = ("session.id",)
     openinference: bool = False  # also read OpenInference TOOL spans

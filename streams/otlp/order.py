@@ -18,15 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Final
 
 from loopguard_fleet.streams.otlp.mapping import ToolSpan
 
-__all__ = ["IDLE_NS", "Added", "SpanOrder", "seq_of"]
-
-#: A run quiet this long (span time) past its reorder window forgets the span ids it saw:
-#: how long a Collector's retried span is still recognised as a duplicate.
-IDLE_NS: Final = 3_600 * 1_000_000_000
+__all__ = ["Added", "SpanOrder", "seq_of"]
 
 
 class Added(Enum):
@@ -65,9 +60,10 @@ class SpanOrder:
         self._runs: dict[str, _Run] = {}
 
     @classmethod
-    def with_window(cls, window_ns: int) -> SpanOrder:
-        """An order with this reorder window that forgets a run `IDLE_NS` after it."""
-        return cls(window_ns, idle_ns=window_ns + IDLE_NS)
+    def with_window(cls, window_ns: int, memory_ns: int) -> SpanOrder:
+        """An order with this reorder window whose runs, quiet `memory_ns` past it, forget
+        the span ids they saw (how long a Collector's retry is still a duplicate)."""
+        return cls(window_ns, idle_ns=window_ns + memory_ns)
 
     def add(self, span: ToolSpan) -> Added:
         """Take one span: held until released, or refused as a duplicate or late."""

@@ -19,8 +19,7 @@ from typing import Any, Final
 
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.streams.otlp.core import SpanBridge, Step
-from loopguard_fleet.streams.otlp.mapping import SpanMapping
-from loopguard_fleet.streams.otlp.order import SpanOrder
+from loopguard_fleet.streams.otlp.options import otlp_options
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.wire.codec import encode
 from loopguard_fleet.streams.wire.deadletter import Origin, dead_letter
@@ -30,11 +29,8 @@ from loopguard_fleet.streams.worker.faust.bulk import messages_of
 from loopguard_fleet.streams.worker.faust.internals import drain_producer_buffer
 from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
 
-__all__ = ["TICK_S", "WINDOW_NS", "HeldOffsets", "install_otlp_bridge"]
+__all__ = ["TICK_S", "HeldOffsets", "install_otlp_bridge"]
 
-#: How long (span time) a span is held for its run's earlier spans to arrive: a Collector
-#: batch's delay, with margin.
-WINDOW_NS: Final = 2_000_000_000
 #: How often the wall clock moves the watermark when no span arrives, so a run's last spans
 #: are released a window after they started.
 TICK_S: Final = 0.5
@@ -85,7 +81,7 @@ def install_otlp_bridge(
     assert source is not None, "the bridge is off"
     otlp = app.topic(source, schema=raw)
     tool_calls = app.topic(settings.topic_tool_calls, partitions=settings.partitions, schema=raw)
-    mapping = SpanMapping(channel_tools=frozenset(settings.channel_tools))
+    options = otlp_options(settings)  # the LOOPGUARD_OTLP_* settings, as replay's flags
     bridges: dict[int, tuple[SpanBridge, HeldOffsets]] = {}
     unflushed = [False]  # something was sent since the last commit
 
@@ -101,9 +97,8 @@ def install_otlp_bridge(
 
     def bridge_of(partition: int) -> tuple[SpanBridge, HeldOffsets]:
         if partition not in bridges:
-            order = SpanOrder.with_window(WINDOW_NS)
             bridges[partition] = (
-                SpanBridge(mapping, order, settings.max_message_bytes),
+                SpanBridge.of_options(options, settings.max_message_bytes),
                 HeldOffsets(),
             )
         return bridges[partition]

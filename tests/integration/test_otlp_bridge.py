@@ -1,7 +1,9 @@
 """The live OTLP bridge on the real broker: a worker with `LOOPGUARD_TOPIC_OTLP_SPANS` set
 reads the Collector's `otlp_proto` payloads, and its control output for each run equals
-`loopguard replay --topic <the OTLP topic> --input-format otlp`, object for object; a payload
-that is not OTLP goes to the dead-letter topic with its reason."""
+`loopguard replay --topic <the OTLP topic> --input-format otlp`, object for object: with the
+default mapping, with `LOOPGUARD_OTLP_*` settings and the matching flags, and across a worker
+SIGKILLed mid-stream and restarted. A payload that is not OTLP goes to the dead-letter topic
+with its reason."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,11 +22,13 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from loopguard_fleet.streams.kafka.admin import create_topics
-from tests.otlp import export_request, looping_script
+from tests.chaos.invariants import decision_id
+from tests.otlp import Call, export_request, looping_script
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
 from .conftest import (
     KafkaIO,
+    Message,
     SessionBroker,
     TopicSet,
     deployment_settings,
@@ -72,14 +77,56 @@ async def _committed(kafka: KafkaIO, group: str, topic: str) -> int:
     return sum(max(om.offset, 0) for om in offsets.values())
 
 
-def _replay(bootstrap: str, topic: str, policy: Path) -> list[dict[str, Any]]:
+def _replay(bootstrap: str, topic: str, policy: Path, *flags: str) -> list[dict[str, Any]]:
     got = subprocess.run(
         [sys.executable, "-m", "loopguard_fleet.streams.cli", "replay", "--topic", topic,
-         "--broker", bootstrap, "--input-format", "otlp", "--policy", str(policy), "--quiet"],
+         "--broker", bootstrap, "--input-format", "otlp", "--policy", str(policy), "--quiet",
+         *flags],
         capture_output=True, cwd=REPO, timeout=120,
     )  # fmt: skip
     assert got.returncode == 0, got.stderr
     return [json.loads(line) for line in got.stdout.decode().splitlines()]
+
+
+async def _decisions(kafka: KafkaIO, topic: str, policy: Path, *flags: str) -> list[dict[str, Any]]:
+    """What `replay --topic <the OTLP topic> --input-format otlp FLAGS` decides, verdicts aside
+    (the worker publishes a verdict only to a runtime that asks for one)."""
+    decided = await asyncio.to_thread(_replay, kafka.bootstrap, topic, policy, *flags)
+    return [d for d in decided if d["type"] != "verdict"]
+
+
+def _payloads(
+    size: int, run_key: str = "gen_ai.conversation.id", calls: list[Call] | None = None
+) -> list[bytes]:
+    """The calls (the looping script's by default), in start order, `size` a Collector batch
+    (`otlp_proto`)."""
+    calls = sorted(calls or looping_script(), key=lambda c: c.start_ns)
+    return [
+        export_request(calls[i : i + size], run_key=run_key).SerializeToString()
+        for i in range(0, len(calls), size)
+    ]
+
+
+def _deduplicated(messages: list[Message]) -> list[Message]:
+    """The first control message of each decision id, in topic order (at-least-once: a worker
+    restarted mid-stream publishes again what it decided after its last commit)."""
+    seen: set[str] = set()
+    out = []
+    for m in sorted(messages, key=lambda m: (m.partition, m.offset)):
+        assert m.json is not None
+        if (key := decision_id(m.json)) not in seen:
+            seen.add(key)
+            out.append(m)
+    return out
+
+
+async def _wait_committed(kafka: KafkaIO, group: str, topic: str, records: int) -> None:
+    """Wait until the group's commit reaches the end of the OTLP topic (20 s at most)."""
+    deadline = asyncio.get_running_loop().time() + 20
+    while (done := await _committed(kafka, group, topic)) < records:
+        assert asyncio.get_running_loop().time() < deadline, f"{done} committed"
+        await asyncio.sleep(0.2)
+    assert done == records
 
 
 async def test_a_worker_decides_otlp_tool_spans_as_replay_of_the_otlp_topic_does(
@@ -97,13 +144,7 @@ async def test_a_worker_decides_otlp_tool_spans_as_replay_of_the_otlp_topic_does
     ]
     payloads.insert(3, b"\xff\xfe not a protobuf")  # dead-lettered, never dropped
     await kafka.produce_raw(otlp_topic, payloads, key=b"collector-1")
-    expected = [
-        d
-        for d in await asyncio.to_thread(
-            _replay, kafka.bootstrap, otlp_topic, tmp_path / "openclaw.json"
-        )
-        if d["type"] != "verdict"
-    ]
+    expected = await _decisions(kafka, otlp_topic, tmp_path / "openclaw.json")
     assert any(d.get("command") == "block_call" for d in expected)
 
     start_worker()
@@ -117,8 +158,88 @@ async def test_a_worker_decides_otlp_tool_spans_as_replay_of_the_otlp_topic_does
     assert dead.json is not None and dead.json["reason"] == "otlp_not_protobuf"
     assert dead.json["topic"] == otlp_topic
     # Every record's spans were released: the commit reaches the end of the OTLP topic.
+    await _wait_committed(kafka, topics.group_id, otlp_topic, len(payloads))
+
+
+async def test_the_otlp_settings_decide_live_as_the_matching_replay_flags_do(
+    broker: SessionBroker,
+    topics: TopicSet,
+    kafka: KafkaIO,
+    otlp_topic: str,
+    start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path,
+) -> None:
+    # The run id under an attribute of the operator's: with the default mapping every run
+    # would be its trace id, so only the setting makes these runs "run-loop" and "run-pp".
+    await create_topics(kafka.bootstrap, [otlp_topic], 1, security=operator_security(broker))
+    await kafka.produce_raw(otlp_topic, _payloads(6, run_key="app.run"), key=b"collector-1")
+    flags = ["--otlp-run-id-keys", "app.run", "--otlp-privacy", "--otlp-openinference",
+             "--otlp-reorder-window", "5", "--otlp-dedupe-memory", "60"]  # fmt: skip
+    expected = await _decisions(kafka, otlp_topic, tmp_path / "openclaw.json", *flags)
+    assert any(d.get("command") == "block_call" for d in expected)
+
+    start_worker(
+        otlp_run_id_keys="app.run", otlp_privacy="true", otlp_openinference="true",
+        otlp_reorder_window_seconds=5, otlp_dedupe_memory_seconds=60,
+    )  # fmt: skip
+    got = await kafka.consume_until(
+        topics.control, lambda ms: len(ms) >= len(expected), deadline=60
+    )
+    assert {m.key for m in got} == {b"run-loop", b"run-pp"}
+    for run_id in ("run-loop", "run-pp"):
+        want = [d for d in expected if d.get("run_id") == run_id]
+        assert want and of_run(got, run_id) == want
+
+
+async def test_a_bridge_killed_mid_stream_and_restarted_loses_nothing(
+    broker: SessionBroker,
+    topics: TopicSet,
+    kafka: KafkaIO,
+    otlp_topic: str,
+    start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path,
+) -> None:
+    await create_topics(kafka.bootstrap, [otlp_topic], 2, security=operator_security(broker))
+    # A record that is not OTLP: its dead letter says the bridge is up.
+    await kafka.produce_raw(otlp_topic, [b"not OTLP"], key=b"collector-1")
+    first = start_worker()
+    await kafka.consume_count(topics.dead_letter, 1, deadline=60)
+    # Spans of the last second, a call every 0.1 s, sent two calls every 0.2 s, as they end:
+    # the 2 s reorder window holds the last ten records' spans at any time, so a kill loses
+    # them unless their records are read again.
+    calls = looping_script(time.time_ns() - 1_000_000_000, step_ns=100_000_000)
+    payloads = [b"not OTLP", *_payloads(2, calls=calls)]
+
+    async def collector() -> None:
+        """The spans as a Collector sends them: a batch at a time, while the worker runs."""
+        for payload in payloads[1:]:
+            await kafka.produce_raw(otlp_topic, [payload], key=b"collector-1")
+            await asyncio.sleep(0.2)
+
+    streaming = asyncio.create_task(collector())
+    # Kill at the first commit past the first record: the restarted bridge resumes mid-topic,
+    # from the first record whose spans were still held, while records are still arriving.
     deadline = asyncio.get_running_loop().time() + 20
-    while (done := await _committed(kafka, topics.group_id, otlp_topic)) < len(payloads):
-        assert asyncio.get_running_loop().time() < deadline, f"{done} committed"
-        await asyncio.sleep(0.2)
-    assert done == len(payloads)
+    while (committed := await _committed(kafka, topics.group_id, otlp_topic)) <= 1:
+        assert asyncio.get_running_loop().time() < deadline, f"{committed} committed"
+        await asyncio.sleep(0.05)
+    first.kill()  # SIGKILL, by PID: no commit, no flush
+    await streaming
+    assert committed < len(payloads), "killed after the stream: nothing was mid-stream"
+    start_worker(web_port=first.port)  # the same data dir: its table's local state
+
+    expected = await _decisions(kafka, otlp_topic, tmp_path / "openclaw.json")
+    assert any(d.get("command") == "block_call" for d in expected)
+    ids = {decision_id(d) for d in expected}
+    got = await kafka.consume_until(
+        topics.control,
+        lambda ms: ids <= {decision_id(m.json) for m in ms if m.json is not None},
+        deadline=60,
+    )
+    print(f"otlp kill: {committed} of {len(payloads)} records committed at the kill, "
+          f"{len(got) - len(_deduplicated(got))} control messages published twice")  # fmt: skip
+    unique = _deduplicated(got)
+    for run_id in ("run-loop", "run-pp"):
+        want = [d for d in expected if d.get("run_id") == run_id]
+        assert want and of_run(unique, run_id) == want
+    await _wait_committed(kafka, topics.group_id, otlp_topic, len(payloads))

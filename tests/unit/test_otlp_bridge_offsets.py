@@ -5,9 +5,8 @@ from the committed offset sends every held span, with the same bytes."""
 from __future__ import annotations
 
 from loopguard_fleet.streams.otlp.core import SpanBridge, Step
-from loopguard_fleet.streams.otlp.mapping import SpanMapping
-from loopguard_fleet.streams.otlp.order import SpanOrder
-from loopguard_fleet.streams.worker.otlp_bridge import WINDOW_NS, HeldOffsets
+from loopguard_fleet.streams.otlp.options import OtlpOptions
+from loopguard_fleet.streams.worker.otlp_bridge import HeldOffsets
 from tests.otlp import T0_NS, export_request, looping_script
 
 CALLS = {c.n: c for c in looping_script()}  # call n starts n s after T0, lasts 0.4 s
@@ -20,7 +19,7 @@ LATER_NS = T0_NS + 3_600 * 1_000_000_000
 
 
 def _bridge() -> SpanBridge:
-    return SpanBridge(SpanMapping(), SpanOrder.with_window(WINDOW_NS), 1 << 20)
+    return SpanBridge.of_options(OtlpOptions(), 1 << 20)  # the live defaults
 
 
 def test_a_record_is_committed_only_once_its_spans_are_released() -> None:

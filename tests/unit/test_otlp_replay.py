@@ -10,6 +10,7 @@ import pickle
 import random
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from loopguard_fleet.streams.audit.inputs import FileInput, RefusedItem
 from loopguard_fleet.streams.audit.otlp_input import otlp_input
 from loopguard_fleet.streams.audit.replay import Rejected, Replayer
 from loopguard_fleet.streams.cli import main
+from loopguard_fleet.streams.otlp.options import AUDIT_OPTIONS
 from tests.otlp import Call, export_request, looping_script, otlp_json_line, wire_jsonl
 
 ON = {"tools": {"loopDetection": {"enabled": True}}}
@@ -124,7 +126,7 @@ def test_a_window_bounds_what_is_held_and_refuses_a_later_span(tmp_path) -> None
     calls = looping_script()[:10]
     late, rest = calls[0], calls[1:]
     path = _otlp_file(tmp_path / "spans.jsonl", [rest[:3], rest[3:], [late]])
-    items = list(otlp_input(FileInput(str(path)), window_s=1.0))
+    items = list(otlp_input(FileInput(str(path)), replace(AUDIT_OPTIONS, reorder_window_s=1.0)))
     (refused,) = [r for _, r in items if isinstance(r, RefusedItem)]
     assert refused.reason == "otlp_late_span" and refused.detail.startswith("line 3: ")
     # Held whole, the same input is in order and nothing is late.

@@ -223,11 +223,6 @@ class RunProcessor:
         """The run table, routed by partition (the fleet task keeps its state in it too)."""
         return self._store
 
-    def note_read(self, topic: str, partition: int, offset: int) -> None:
-        """Another agent of the worker processed a record and sent what it produced through
-        the gate: a commit may pass it once that is delivered (`CommitGate.read`)."""
-        self.gate.read(topic, partition, offset)
-
     def checkpoint(self) -> None:
         """Write each changed run's state to the table, then evict the idle ones from memory."""
         self.driver.checkpoint()

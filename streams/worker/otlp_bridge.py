@@ -4,16 +4,17 @@ offline `--input-format otlp` uses) and publishes them keyed by run id on the to
 topic, where the detection agent decides them as any runtime's.
 
 An agent of the worker, not a separate role: it joins the worker's consumer group and its
-commit, so the OTLP topic's offsets go through the same checkpoint limits (`note_read`) as the
-fleet task's. One `SpanBridge` per OTLP partition, fed in offset order: the same topic gives
-the same events. A record is committed only once none of its spans is held any more
-(`HeldOffsets`): a crash re-reads the records whose spans the reorder window still held.
+commit, so the OTLP topic's offsets go through the same commit gate
+(streams/worker/commit_gate.py) as the fleet task's: an offset is committed only once what was
+published from it is delivered. One `SpanBridge` per OTLP partition, fed in offset order:
+the same topic gives the same events. A record is committed only once none of its spans is
+held any more (`HeldOffsets`): a crash re-reads the records whose spans the reorder window
+still held.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -24,9 +25,9 @@ from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.wire.codec import encode
 from loopguard_fleet.streams.wire.deadletter import Origin, dead_letter
 from loopguard_fleet.streams.worker.app import Wiring
+from loopguard_fleet.streams.worker.commit_gate import CommitGate
 from loopguard_fleet.streams.worker.faust.batches import take_batches
 from loopguard_fleet.streams.worker.faust.bulk import messages_of
-from loopguard_fleet.streams.worker.faust.internals import drain_producer_buffer
 from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
 
 __all__ = ["TICK_S", "HeldOffsets", "install_otlp_bridge"]
@@ -70,11 +71,11 @@ class HeldOffsets:
 def install_otlp_bridge(
     wiring: Wiring,
     settings: Settings,
-    note_read: Callable[[str, int, int], None],
+    gate: CommitGate,
     metrics: Metrics,
 ) -> None:
     """Register the bridge agent on `settings.topic_otlp_spans` and its wall-clock tick.
-    `note_read`: the detection agent's, so that commits pass only released records."""
+    `gate`: the detection agent's, so that commits pass only released, delivered records."""
     app = wiring.app
     raw = RawSchema()
     source = settings.topic_otlp_spans
@@ -83,17 +84,6 @@ def install_otlp_bridge(
     tool_calls = app.topic(settings.topic_tool_calls, partitions=settings.partitions, schema=raw)
     options = otlp_options(settings)  # the LOOPGUARD_OTLP_* settings, as replay's flags
     bridges: dict[int, tuple[SpanBridge, HeldOffsets]] = {}
-    unflushed = [False]  # something was sent since the last commit
-
-    async def delivered() -> None:
-        """Before a commit: what the bridge sent for the records it passes reached the broker
-        (the detection agent flushes only when it decided something)."""
-        if unflushed[0]:
-            unflushed[0] = False
-            await drain_producer_buffer(app)
-            await app.producer.flush()
-
-    app.before_commit.append(delivered)
 
     def bridge_of(partition: int) -> tuple[SpanBridge, HeldOffsets]:
         if partition not in bridges:
@@ -105,9 +95,8 @@ def install_otlp_bridge(
 
     def publish(partition: int, step: Step, origin: Origin, value: bytes | None) -> None:
         """Send a step's events and dead-letter its refusals; move the commit limit."""
-        unflushed[0] = unflushed[0] or bool(step.events or step.refused)
         for key, event in step.events:
-            tool_calls.send_soon(key=key, value=event)
+            gate.send(tool_calls, key, event)
         for refusal in step.refused:
             record = dead_letter(
                 origin,
@@ -117,11 +106,11 @@ def install_otlp_bridge(
                 prefix_bytes=settings.dead_letter_prefix_bytes,
                 run_id=refusal.run_id,
             )
-            wiring.dead_letter.send_soon(key=origin.key, value=encode(record))
+            gate.send(wiring.dead_letter, origin.key, encode(record))
             metrics.count_rejected(refusal.reason)
         below = bridges[partition][1].commit_below()
         if below is not None:
-            note_read(source, partition, below - 1)
+            gate.read(source, partition, below - 1)
 
     @app.agent(otlp, name="loopguard-otlp-bridge", concurrency=1)
     async def otlp_bridge(stream: Any) -> None:

@@ -146,7 +146,7 @@ def assemble(
     if settings.topic_otlp_spans:  # the live OTLP bridge (docs/audit.md); the [otlp] extra
         from loopguard_fleet.streams.worker.otlp_bridge import install_otlp_bridge
 
-        install_otlp_bridge(wiring, settings, processor.note_read, metrics)
+        install_otlp_bridge(wiring, settings, processor.gate, metrics)
     if settings.malloc_trim:  # last hook: after the checkpoint and its producer drain
         wiring.app.before_commit.append(HeapTrimmer(glibc_malloc_trim()).after_checkpoint)
     return wiring, processor

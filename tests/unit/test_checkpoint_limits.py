@@ -239,7 +239,7 @@ async def test_a_record_another_agent_produced_is_delivered_before_the_commit_pa
     )
     consumer.track_message(message)
     worker.processor.gate.send(produced, b"sig", b"fleet_signal")
-    worker.processor.note_read(TOPIC, 0, 0)
+    worker.processor.gate.read(TOPIC, 0, 0)
     consumer.ack(message)
 
     commit = asyncio.ensure_future(consumer.commit())

@@ -69,18 +69,21 @@ def _worker_env(
     return env
 
 
-def _wait_healthy(proc: subprocess.Popen[bytes], web_port: int, log_path: Path) -> None:
+def _wait_ready(proc: subprocess.Popen[bytes], web_port: int, log_path: Path) -> None:
+    # /readyz, not /healthz: the web server answers seconds before the worker has its
+    # partitions, and a verdict asked for in between fails open (streams/worker/faust/readiness.py).
     deadline = time.monotonic() + READY_TIMEOUT_S
-    url = f"http://127.0.0.1:{web_port}/healthz"
+    url = f"http://127.0.0.1:{web_port}/readyz"
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = log_path.read_text(errors="replace").splitlines()[-15:]
             raise SystemExit("worker exited during start-up:\n" + "\n".join(tail))
+        # A 503 (not consuming yet) raises HTTPError, an OSError: keep waiting.
         with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as resp:
             if resp.status == 200:
                 return
         time.sleep(0.2)
-    raise SystemExit(f"worker not healthy after {READY_TIMEOUT_S:.0f}s; see {log_path}")
+    raise SystemExit(f"worker not ready after {READY_TIMEOUT_S:.0f}s; see {log_path}")
 
 
 def format_decision(msg: dict[str, Any]) -> str:
@@ -197,7 +200,7 @@ def up_main(settings: Settings, demo: bool, runs: int = 50, broker_kind: str = "
             )
         print(f"worker   pid {proc.pid}, log {log_path}")
         print(f"policy   {settings.policy_file or data_dir / 'policy.json5'}")
-        _wait_healthy(proc, web_port, log_path)
+        _wait_ready(proc, web_port, log_path)
         print(f"metrics  http://127.0.0.1:{web_port}/metrics", flush=True)
         if demo:
             asyncio.run(_demo(bootstrap, topics, runs))

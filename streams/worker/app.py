@@ -17,6 +17,7 @@ from loopguard_fleet.streams.kafka.security import ClientSecurity
 from loopguard_fleet.streams.processing.metrics import CONTENT_TYPE_LATEST, Metrics
 from loopguard_fleet.streams.worker.faust.internals import LoopGuardApp
 from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
+from loopguard_fleet.streams.worker.faust.readiness import is_consuming
 
 __all__ = ["TABLE_NAME", "Wiring", "build_app", "changelog_topic"]
 
@@ -52,7 +53,7 @@ def changelog_topic(settings: Settings) -> str:
 
 
 def build_app(settings: Settings, metrics: Metrics) -> Wiring:
-    """Build the app, its topics, the run-state table and the /metrics and /healthz routes."""
+    """Build the app, its topics, the run-state table and its /metrics, /healthz, /readyz."""
     app = LoopGuardApp(
         settings.app_id,
         broker=settings.broker,
@@ -114,5 +115,12 @@ def build_app(settings: Settings, metrics: Metrics) -> Wiring:
     async def healthz_page(self: faust.web.View, request: faust.web.Request) -> Any:
         """Liveness: the web server answers while the worker's event loop runs."""
         return self.bytes(b"ok\n", content_type="text/plain")
+
+    @app.page("/readyz")
+    async def readyz_page(self: faust.web.View, request: faust.web.Request) -> Any:
+        """Readiness: 200 once the worker consumes its input partitions, 503 until then."""
+        if is_consuming(app, settings.input_topics):
+            return self.bytes(b"ready\n", content_type="text/plain")
+        return self.bytes(b"not ready\n", content_type="text/plain", status=503)
 
     return Wiring(app, inputs, control, dead_letter, table)

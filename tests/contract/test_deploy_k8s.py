@@ -113,8 +113,10 @@ def test_probes_are_http_on_the_web_port(overlay: Manifests) -> None:
     container = worker_container(overlay)
     (port,) = container["ports"]
     assert port["containerPort"] == int(k8s_environment(overlay)["LOOPGUARD_WEB_PORT"])
-    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+    for probe in ("startupProbe", "livenessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": port["name"]}, probe
+    # Ready only once consuming: a pod still joining the group is not counted as up.
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
 
 
 def test_shutdown_has_a_pre_stop_pause_and_time_to_flush(overlay: Manifests) -> None:

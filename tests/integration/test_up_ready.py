@@ -1,0 +1,56 @@
+"""`loopguard up` says "ready" only when a verdict asked for at once gets a real answer.
+
+The README's first example starts an agent the moment `up` prints ready: its first verdict must
+come from the worker within the client's default verdict timeout, not fail open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from loopguard_fleet.streams.client.runtime import RuntimeClient
+from tests.integration.conftest import broker_kind
+from tests.integration.up_demo import DEADLINE_S, _default_sigint, _pump
+
+
+async def _first_verdict(bootstrap: str) -> tuple[bool, str]:
+    async with RuntimeClient(bootstrap) as client:
+        run = client.run("first-contact", agent_id="main")
+        call = await run.tool_call("read", {"path": "a.txt"}, want_verdict=True)
+        reply = await run.verdict(call)  # the default timeout, as the README's example
+        return reply.is_timeout, reply.decision
+
+
+def test_first_verdict_after_up_prints_ready_is_the_workers() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
+    argv = [sys.executable, "-m", "loopguard_fleet.streams.cli", "up", "--broker", broker_kind()]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
+        preexec_fn=_default_sigint,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
+    seen: list[str] = []
+    try:
+        end = time.monotonic() + DEADLINE_S
+        while not any(line.startswith("ready") for line in seen):
+            seen.append(lines.get(timeout=max(0.0, end - time.monotonic())).rstrip())
+        found = re.search(r"^broker\s+(\S+:\d+) ", "\n".join(seen), re.MULTILINE)
+        assert found is not None, seen
+        is_timeout, decision = asyncio.run(_first_verdict(found.group(1)))
+        assert not is_timeout, seen
+        assert decision == "allow"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        proc.stdout.close()
+    assert proc.returncode == 0

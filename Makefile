@@ -11,7 +11,8 @@ TANSU_ONLY := tests/integration/test_openclaw_gateway.py tests/integration/test_
 # Not in the secured pass: `loopguard up` starts a broker of its own and has no secured mode
 # (there its tests would repeat the Kafka pass); the framework adapters reach the broker only
 # through RuntimeClient, whose secured connection tests/integration/test_client*.py prove.
-NO_SECURE := tests/integration/test_up.py tests/integration/test_installed_up.py \
+NO_SECURE := tests/integration/test_up.py tests/integration/test_up_ready.py \
+	tests/integration/test_installed_up.py \
 	$(wildcard tests/integration/test_adapter_*.py)
 # Tests that start Apache Kafka brokers of their own: they run once, in the Kafka pass.
 KAFKA_ONLY := tests/integration/test_kafka_broker.py tests/integration/test_secure_kafka.py \

@@ -3,11 +3,11 @@ real `ExportTraceServiceRequest`s, and well-formed requests whose tool spans car
 attributes (wrong types, huge or deeply nested values, missing or repeated ids, odd times),
 as protobuf and as OTLP/JSON, fed to `SpanBridge.feed` then `tick` and `finish`.
 
-The contract asserted for every payload: `feed` never raises; a payload that cannot be decoded
-is one whole-message refusal; otherwise every span of the decoded request is accounted for
-(skipped as not a tool span, refused, a duplicate, or held), every reason is one docs/audit.md
-lists, and every held span is released, once, as a `tool_call` and a `tool_result` that the
-worker's own decoder and validator accept under the run's key.
+The contract asserted for every payload: `feed` never raises; a payload that cannot be decoded,
+or holds no span, is one whole-message refusal; otherwise every span of the decoded request is
+accounted for (skipped as not a tool span, refused, a duplicate, or held), every reason is one
+docs/audit.md lists, and every held span is released, once, as a `tool_call` and a
+`tool_result` that the worker's own decoder and validator accept under the run's key.
 
 (tests/property/test_otlp_no_crash.py drives OTLP/JSON lines through the audit commands.)
 """
@@ -209,7 +209,7 @@ def _check_events(step: Step) -> None:
 
 def test_every_refusal_reason_is_documented() -> None:
     whole = {"empty", "too_large", "otlp_not_protobuf", "not_json", "not_object"}
-    whole |= {"otlp_bad_json", "otlp_bad_id"}
+    whole |= {"otlp_bad_json", "otlp_bad_id", "otlp_no_spans"}
     for reason in whole | SPAN_REASONS:
         assert f"`{reason}`" in DOCS, reason
 
@@ -225,7 +225,7 @@ def test_every_payload_becomes_events_or_documented_refusals(
     for raw in payloads:
         spans = _decoded_spans(raw)
         step = bridge.feed(raw)
-        if spans is None:
+        if not spans:  # not decodable, or a request with no span (`otlp_no_spans`)
             assert not step.events and not step.held and len(step.refused) == 1
             (refusal,) = step.refused
             assert refusal.whole_message and f"`{refusal.reason}`" in DOCS

@@ -80,6 +80,12 @@ class SpanBridge:
         except InputRejected as exc:
             step.refused.append(Refusal(exc.reason, exc.detail, whole_message=True))
             return step
+        if not any(ss.spans for rs in request.resource_spans for ss in rs.scope_spans):
+            # Nothing to decide, and protobuf reads many stray byte strings as such a request:
+            # dead-lettered so that it is seen, never a silent no-op.
+            detail = "the request holds no span"
+            step.refused.append(Refusal("otlp_no_spans", detail, whole_message=True))
+            return step
         for span in read_tool_spans(request, self.mapping):
             if span is None:
                 step.skipped += 1

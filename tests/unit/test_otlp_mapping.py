@@ -238,3 +238,15 @@ def test_the_bridge_core_refuses_bad_payloads_and_spans_without_raising() -> Non
         request(nameless, Span(trace_id=TRACE, span_id=b"\x01" * 8)).SerializeToString()
     )
     assert [r.reason for r in step.refused] == ["otlp_tool_name_missing"] and step.skipped == 1
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"\x0a\x00", b"\x08\x01", b"{}", request().SerializeToString()],
+)  # fmt: skip
+def test_a_payload_without_any_span_is_refused_not_dropped_silently(raw: bytes) -> None:
+    """Protobuf reads many stray byte strings (and an empty request) as a request with no
+    span: it is dead-lettered with a reason, never a silent no-op."""
+    step = _bridge().feed(raw)
+    assert [(r.reason, r.whole_message) for r in step.refused] == [("otlp_no_spans", True)]
+    assert not step.events and not step.held and step.skipped == 0

@@ -147,6 +147,14 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        # The live OTLP bridge (docs/audit.md): spans read and not turned into events.
+        self.otlp_spans_ignored = Counter(
+            "loopguard_otlp_spans_ignored",
+            "OTLP spans the bridge read and did not decide, by reason (other_kind: not a tool "
+            "call; duplicate: a span id seen before in its run, a Collector retry).",
+            ["reason"],
+            registry=r,
+        )
         self.processing_seconds = PerEventHistogram(
             "loopguard_processing_seconds",
             "Processing time per input event (batch time divided by its size).",
@@ -193,6 +201,13 @@ class Metrics:
         if child is None:
             child = self._rejected[reason] = self.rejected.labels(reason=reason)
         child.inc()
+
+    def count_otlp_ignored(self, other_kind: int, duplicate: int) -> None:
+        """Count the spans an OTLP payload held that the bridge did not decide."""
+        if other_kind:
+            self.otlp_spans_ignored.labels(reason="other_kind").inc(other_kind)
+        if duplicate:
+            self.otlp_spans_ignored.labels(reason="duplicate").inc(duplicate)
 
     def observe_batch(self, seconds: float, events: int) -> None:
         """Record a batch's time as `events` observations of its per-event mean."""

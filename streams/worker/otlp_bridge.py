@@ -95,6 +95,7 @@ def install_otlp_bridge(
 
     def publish(partition: int, step: Step, origin: Origin, value: bytes | None) -> None:
         """Send a step's events and dead-letter its refusals; move the commit limit."""
+        metrics.count_otlp_ignored(step.skipped, step.duplicates)
         for key, event in step.events:
             gate.send(tool_calls, key, event)
         for refusal in step.refused:

@@ -42,6 +42,7 @@ EXPORTED_METRICS: dict[str, str] = {
     "loopguard_fleet_signatures_firing": "gauge",
     "loopguard_fleet_signals": "counter",
     "loopguard_fleet_dropped": "counter",
+    "loopguard_otlp_spans_ignored": "counter",
 }
 
 # Family name -> label name -> allowed values (None: open set, e.g. dead-letter reasons).
@@ -75,6 +76,7 @@ EXPORTED_LABELS: dict[str, dict[str, frozenset[str] | None]] = {
     "loopguard_fleet_signatures_firing": {},
     "loopguard_fleet_signals": {"state": frozenset({"firing", "resolved"})},
     "loopguard_fleet_dropped": {"reason": frozenset({"late", "full"})},
+    "loopguard_otlp_spans_ignored": {"reason": frozenset({"other_kind", "duplicate"})},
 }
 
 # Labels Prometheus attaches to every scraped series (target labels), never exported.

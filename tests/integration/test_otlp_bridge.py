@@ -20,6 +20,8 @@ import orjson
 import pytest
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from loopguard_fleet.streams.kafka.admin import create_topics
 from tests.chaos.invariants import decision_id
@@ -143,11 +145,21 @@ async def test_a_worker_decides_otlp_tool_spans_as_replay_of_the_otlp_topic_does
         export_request(calls[i : i + 6]).SerializeToString() for i in range(0, len(calls), 6)
     ]
     payloads.insert(3, b"\xff\xfe not a protobuf")  # dead-lettered, never dropped
+    # A request holding one call twice (a retry inside a batch) and a model call: the
+    # bridge decides the call once and counts the other two (a run of its own, so the
+    # count cannot depend on when the wall-clock tick forgets the other runs).
+    dup = Call("run-dup", "main", 900, "read", '{"path": "/d"}', "ok")
+    model_call = Span(
+        trace_id=dup.span().trace_id, span_id=b"model-01", name="chat",
+        start_time_unix_nano=dup.start_ns, end_time_unix_nano=dup.end_ns,
+        attributes=[KeyValue(key="gen_ai.operation.name", value=AnyValue(string_value="chat"))],
+    )  # fmt: skip
+    payloads.append(export_request([dup], extra=[dup.span(), model_call]).SerializeToString())
     await kafka.produce_raw(otlp_topic, payloads, key=b"collector-1")
     expected = await _decisions(kafka, otlp_topic, tmp_path / "openclaw.json")
     assert any(d.get("command") == "block_call" for d in expected)
 
-    start_worker()
+    worker = start_worker()
     got = await kafka.consume_until(
         topics.control, lambda ms: len(ms) >= len(expected), deadline=60
     )
@@ -159,6 +171,10 @@ async def test_a_worker_decides_otlp_tool_spans_as_replay_of_the_otlp_topic_does
     assert dead.json["topic"] == otlp_topic
     # Every record's spans were released: the commit reaches the end of the OTLP topic.
     await _wait_committed(kafka, topics.group_id, otlp_topic, len(payloads))
+    ignored = 'loopguard_otlp_spans_ignored_total{reason="%s"} 1.0'
+    await worker.wait_until(
+        "/metrics", lambda b: ignored % "duplicate" in b and ignored % "other_kind" in b, 20
+    )
 
 
 async def test_the_otlp_settings_decide_live_as_the_matching_replay_flags_do(

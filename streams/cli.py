@@ -57,6 +57,8 @@ from loopguard_fleet.streams.cli_errors import (
 from loopguard_fleet.streams.otlp.options import AUDIT_OPTIONS, OtlpOptions
 
 if TYPE_CHECKING:
+    from loopguard_fleet.streams.audit.compare import CompareReport
+    from loopguard_fleet.streams.audit.shadow import ShadowDecisions
     from loopguard_fleet.streams.kafka.security import ClientSecurity
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a filter cut off by `| head`
@@ -334,16 +336,26 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Replay two policies over the same history and report what the candidate changes."""
-    from loopguard_fleet.streams.audit.compare import compare, render_summary
+    from loopguard_fleet.streams.audit.compare import compare, compare_shadow, render_summary
 
     base, follows = _replay_policy(args)
     source = _source(args)
-    cand = _policy(args.candidate, args.semantics)
+    shadow = _shadow_decisions(args) if args.candidate_topic else None
+    cand = None if shadow is not None else _policy(args.candidate, args.semantics)
     html = _open_output(args.html) if args.html else None  # fail before the replay, not after
     try:
-        report = compare(base, cand, source, _ttl_ms(args.idle_ttl), follows=follows)
+        if shadow is not None:
+            report = compare_shadow(
+                base, shadow, args.candidate_topic, source, _ttl_ms(args.idle_ttl),
+                follows=follows,
+            )  # fmt: skip
+            candidate_name = _check_shadow_side(report, args.candidate_topic)
+        else:
+            assert cand is not None
+            report = compare(base, cand, source, _ttl_ms(args.idle_ttl), follows=follows)
+            candidate_name = args.candidate
         current_name = args.policy_topic if args.policy_topic else _policy_name(args.policy)
-        report.policy_names = (current_name, args.candidate)
+        report.policy_names = (current_name, candidate_name)
         if html is not None:
             from loopguard_fleet.streams.audit.report_html import render_html
 
@@ -361,6 +373,58 @@ def cmd_compare(args: argparse.Namespace) -> int:
     else:
         _write(render_summary(report))
     return EXIT_OK
+
+
+def _shadow_decisions(args: argparse.Namespace) -> ShadowDecisions:
+    """The shadow loop events of --candidate-topic (read whole), or one line refusing it."""
+    from loopguard_fleet.streams.audit.inputs import topic_items
+    from loopguard_fleet.streams.audit.shadow import read_shadow_decisions
+
+    topic = args.candidate_topic
+    shadow = read_shadow_decisions(
+        topic_items(",".join(args.broker), topic, security=_kafka_security())
+    )
+    if shadow.enforced:
+        raise CliError(
+            f"--candidate-topic {topic}: {shadow.enforced} loop events were enforced "
+            "(enforced: true); a shadow group observes for every agent (loopguard.mode: "
+            "observe, no agent in enforce)",
+            EXIT_NO_EVENTS,
+        )
+    if shadow.decisions == 0:
+        raise CliError(
+            f"--candidate-topic {topic}: no shadow decision (a loop_event with enforced: "
+            f"false) in its {shadow.records} records",
+            EXIT_NO_EVENTS,
+        )
+    if shadow.unreadable:
+        print(
+            f"warning: --candidate-topic {topic}: {shadow.unreadable} records are neither "
+            "control messages nor loop events (passed over)",
+            file=sys.stderr,
+        )
+    return shadow
+
+
+def _check_shadow_side(report: CompareReport, topic: str) -> str:
+    """The candidate's name in the report (its topic and policy version), or one line
+    refusing a shadow side that matched no input event or mixes policy versions."""
+    side = report.shadow
+    assert side is not None
+    if side.decisions == 0:
+        raise CliError(
+            f"--candidate-topic {topic}: none of its {side.unmatched} shadow decisions is "
+            "about an event of the input (another input, or outside --from/--to)",
+            EXIT_NO_EVENTS,
+        )
+    if len(side.versions) > 1:
+        counts = ", ".join(f"{v}: {n}" for v, n in sorted(side.versions.items()))
+        raise CliError(
+            f"--candidate-topic {topic}: decisions of {len(side.versions)} policy versions "
+            f"({counts}); bound the input with --from/--to to one version's span",
+            EXIT_NO_EVENTS,
+        )
+    return f"{topic} (shadow, {next(iter(side.versions))})"
 
 
 def cmd_policy_check(args: argparse.Namespace) -> int:
@@ -678,7 +742,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input(c)
     c.add_argument("--policy", help="the current " + POLICY_HELP)
     _add_policy_topic(c)
-    c.add_argument("--candidate", required=True, help="the policy to evaluate")
+    which = c.add_mutually_exclusive_group(required=True)
+    which.add_argument("--candidate", help="the policy to evaluate")
+    which.add_argument(
+        "--candidate-topic",
+        metavar="TOPIC",
+        help="read the candidate's decisions back from a shadow worker group's control topic "
+        "(its loop events with enforced: false, read whole from --broker) instead of "
+        "replaying a candidate file",
+    )
     c.add_argument("--format", choices=["text", "json"], default="text")
     c.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
     c.set_defaults(func=cmd_compare)

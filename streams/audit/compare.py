@@ -28,9 +28,18 @@ from loopguard_fleet.detectors import (
 )
 from loopguard_fleet.detectors.process import GivenVerdict
 from loopguard_fleet.streams.audit.replay import Rejected, Replayer
+from loopguard_fleet.streams.audit.shadow import LoopEvent, ShadowDecisions
 from loopguard_fleet.streams.processing.policy_switch import EVERY_POLICY_TOPIC
 
-__all__ = ["CompareReport", "RunOutcome", "compare", "render_summary"]
+__all__ = [
+    "CompareReport",
+    "RunOutcome",
+    "ShadowSide",
+    "compare",
+    "compare_shadow",
+    "render_summary",
+    "shadow_note",
+]
 
 SIDES = ("current", "candidate")
 BOTH = 2  # `CompareReport.tally`'s side of an event counted once for both sides
@@ -61,6 +70,27 @@ class RunOutcome:
 
 
 @dataclass(slots=True)
+class ShadowSide:
+    """Where the candidate's decisions came from when read back from a shadow group's
+    control topic: the topic, its policy versions (loop events each) among the decisions
+    matched to the input, and the loop events whose trigger event was not in the input."""
+
+    topic: str
+    versions: dict[str, int] = field(default_factory=dict)
+    decisions: int = 0
+    unmatched: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The `candidate_topic` key of the JSON report."""
+        return {
+            "topic": self.topic,
+            "policy_versions": dict(sorted(self.versions.items())),
+            "decisions": self.decisions,
+            "unmatched": self.unmatched,
+        }
+
+
+@dataclass(slots=True)
 class CompareReport:
     """Everything `compare` found; `to_json` is the documented JSON form."""
 
@@ -75,6 +105,9 @@ class CompareReport:
     tally: Counter[tuple[int, str, str, str, str]] = field(default_factory=Counter)
     changes: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     runs: dict[str, RunOutcome] = field(default_factory=dict)
+    #: Set when the candidate's decisions were read back from a shadow group's control topic
+    #: (its thresholds are then unknown: `thresholds["candidate"]` is null).
+    shadow: ShadowSide | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The report as plain JSON values (sorted keys and runs: deterministic)."""
@@ -84,9 +117,15 @@ class CompareReport:
         both = [(r, o) for r, o in stopped if o.first[0] is not None and o.first[1] is not None]
         deltas = [o.first[1][0] - o.first[0][0] for _, o in both]  # type: ignore[index]
         healthy_hit = [(r, o) for r, o in runs if o.decisions[0] == 0 and o.decisions[1] > 0]
+        thresholds: dict[str, object] = dict(zip(SIDES, self.thresholds, strict=True))
+        extra: dict[str, Any] = {}
+        if self.shadow is not None:
+            thresholds["candidate"] = None
+            extra["candidate_topic"] = self.shadow.to_json()
         return {
             "policies": dict(zip(SIDES, self.policy_names, strict=True)),
-            "thresholds": dict(zip(SIDES, self.thresholds, strict=True)),
+            **extra,
+            "thresholds": thresholds,
             "events": self.events,
             "rejected": self.rejected,
             "runs": self.runs_seen,
@@ -176,7 +215,7 @@ def _run_json(run_id: str, o: RunOutcome) -> dict[str, Any]:
     }
 
 
-def _loop_events(decisions: list[Decision]) -> list[tuple[str, str, str]]:
+def _loop_events(decisions: list[Decision]) -> list[LoopEvent]:
     """(detector, action, tool) of each loop event."""
     out = []
     for d in decisions:
@@ -243,6 +282,45 @@ def compare(
         _account(report, ev, first, *outs)
     report.events = first.stats.events
     report.rejected = first.stats.rejected
+    return report
+
+
+def compare_shadow(
+    current: Policy,
+    shadow: ShadowDecisions,
+    topic: str,
+    items: Iterable[tuple[int, bytes]],
+    idle_ttl_ms: int | None = None,
+    *,
+    follows: str | None = EVERY_POLICY_TOPIC,
+) -> CompareReport:
+    """Replay the current policy over `items`; take the candidate's decisions from a shadow
+    group's control topic (`shadow`), each counted at the input event that triggered it.
+
+    The report is the one `compare` gives with the shadow group's policy as the candidate:
+    call numbers, runs and agents come from the input, as for the current side, and a
+    run's first stop is its first loop event whose action is block or abort (in observe
+    mode, the decision that enforce would have sent as a command). `shadow` is consumed.
+    """
+    first = Replayer(current, idle_ttl_ms=idle_ttl_ms, follows=follows)
+    report = CompareReport(thresholds=(current.effective(None), {}), shadow=ShadowSide(topic))
+    versions: Counter[str] = Counter()
+    for pos, raw in items:
+        ev = first.decode(pos, raw)
+        if ev is None or isinstance(ev, Rejected):
+            continue
+        out = _loop_events(first.feed_event(ev))
+        found, version = shadow.take(ev.run_id, ev.event_id)
+        if version is not None:
+            versions[version] += len(found)
+        run = _run(report, ev)
+        if not out and not found:
+            _forget_if_quiet(report, ev, run)
+            continue
+        _tally(report, ev, first, run, out, found)
+    report.events = first.stats.events
+    report.rejected = first.stats.rejected
+    report.shadow = ShadowSide(topic, dict(versions), versions.total(), shadow.left())
     return report
 
 
@@ -369,30 +447,52 @@ def _account(
 ) -> None:
     """Count one event's decisions under each side (`out_a is out_b`: a shared run's event,
     one list for both; most events have none, so that path is kept short)."""
-    run = report.runs.get(ev.run_id)
-    if run is None:
-        run = report.runs[ev.run_id] = RunOutcome()
-        report.runs_seen += 1
-    if ev.type == "tool_call":
-        run.calls += 1
+    run = _run(report, ev)
     if not out_a and not out_b:
-        if ev.type == "run_end" and run.decisions == [0, 0]:
-            del report.runs[ev.run_id]  # a run ended with no decision: only its count stays
+        _forget_if_quiet(report, ev, run)
         return
     if out_a is out_b:
         found = _loop_events(out_a)
         if found:
             _count(report, run, BOTH, found, _agent(first, ev, run))
         return
-    events = (_loop_events(out_a), _loop_events(out_b))
-    if not events[0] and not events[1]:
+    _tally(report, ev, first, run, _loop_events(out_a), _loop_events(out_b))
+
+
+def _run(report: CompareReport, ev: Event) -> RunOutcome:
+    """The outcome of the event's run, its calls counted up to this event."""
+    run = report.runs.get(ev.run_id)
+    if run is None:
+        run = report.runs[ev.run_id] = RunOutcome()
+        report.runs_seen += 1
+    if ev.type == "tool_call":
+        run.calls += 1
+    return run
+
+
+def _forget_if_quiet(report: CompareReport, ev: Event, run: RunOutcome) -> None:
+    """After an event without decisions: a run that ended with none has only its count."""
+    if ev.type == "run_end" and run.decisions == [0, 0]:
+        del report.runs[ev.run_id]
+
+
+def _tally(
+    report: CompareReport,
+    ev: Event,
+    first: Replayer,
+    run: RunOutcome,
+    found_a: list[LoopEvent],
+    found_b: list[LoopEvent],
+) -> None:
+    """Count one event's loop events under each side, and what the candidate gains or loses."""
+    if not found_a and not found_b:
         return
     agent = _agent(first, ev, run)
-    for side, found in enumerate(events):
+    for side, found in enumerate((found_a, found_b)):
         _count(report, run, side, found, agent)
-    if events[0] == events[1]:
+    if found_a == found_b:
         return  # nothing gained or lost
-    a, b = Counter(events[0]), Counter(events[1])
+    a, b = Counter(found_a), Counter(found_b)
     for label, diff in (("gained", b - a), ("lost", a - b)):
         for (detector, _, tool), n in diff.items():
             for dim, key in (("detector", detector), ("agent", agent), ("tool", tool)):
@@ -412,7 +512,7 @@ def _count(
     report: CompareReport,
     run: RunOutcome,
     side: int,
-    found: list[tuple[str, str, str]],
+    found: list[LoopEvent],
     agent: str,
 ) -> None:
     """Tally one side's loop events (side BOTH: a shared run's, for the two sides) and note
@@ -460,6 +560,19 @@ def threshold_changes(thresholds: dict[str, Any]) -> list[tuple[str, object, obj
     return out
 
 
+def shadow_note(j: dict[str, Any]) -> str | None:
+    """The line that says where a candidate read back from a shadow topic comes from (its
+    thresholds are unknown: only its policy version is), None for a candidate policy file."""
+    src = j.get("candidate_topic")
+    if src is None:
+        return None
+    versions = ", ".join(src["policy_versions"]) or "none"
+    return (
+        f"candidate decisions read from topic {src['topic']}: {src['decisions']} shadow loop "
+        f"events, policy {versions}; {src['unmatched']} about events not in the input"
+    )
+
+
 def _first(side: dict[str, Any] | None) -> str:
     return "never" if side is None else f"{side['first_stop_call']} ({side['detector']})"
 
@@ -492,9 +605,13 @@ def render_summary(report: CompareReport) -> str:
         f"healthy runs newly hit: {hit['warned'] + hit['stopped']} "
         f"({hit['stopped']} stopped, {hit['warned']} only warned)",
     ]
-    changes = threshold_changes(j["thresholds"])
-    lines += ["", f"thresholds changed: {len(changes)}"]
-    lines += [f"  {path}: {a!r} → {b!r}" for path, a, b in changes]
+    shadow = shadow_note(j)
+    if shadow is not None:
+        lines += ["", shadow]
+    else:
+        changes = threshold_changes(j["thresholds"])
+        lines += ["", f"thresholds changed: {len(changes)}"]
+        lines += [f"  {path}: {a!r} → {b!r}" for path, a, b in changes]
     moved = moved_runs(j["stopped_runs"])
     shown = moved[:MAX_LISTED_RUNS]
     more = (

@@ -15,6 +15,7 @@ from loopguard_fleet.streams.audit.compare import (
     MAX_LISTED_RUNS,
     CompareReport,
     moved_runs,
+    shadow_note,
     threshold_changes,
 )
 
@@ -202,11 +203,20 @@ def render_html(report: CompareReport) -> str:
         for r in listed
     )
     count = f"{len(listed)} of {len(moved)}" if len(listed) < len(moved) else f"{len(moved)}"
-    changes = threshold_changes(j["thresholds"])
-    threshold_rows = "".join(
-        f"<tr><td>{escape(path)}</td><td>{escape(repr(a))}</td><td>{escape(repr(b))}</td></tr>"
-        for path, a, b in changes
-    )
+    shadow = shadow_note(j)
+    if shadow is not None:  # a shadow topic's candidate: its version, not its thresholds
+        thresholds = f'<h2>Candidate</h2><p data-metric="candidate-topic">{escape(shadow)}</p>'
+    else:
+        changes = threshold_changes(j["thresholds"])
+        threshold_rows = "".join(
+            f"<tr><td>{escape(path)}</td><td>{escape(repr(a))}</td><td>{escape(repr(b))}</td></tr>"
+            for path, a, b in changes
+        )
+        thresholds = (
+            f'<h2>Thresholds changed (<span data-metric="thresholds-changed">{len(changes)}'
+            "</span>)</h2><table><tr><th>setting</th><th>current</th><th>candidate</th></tr>"
+            f"{threshold_rows}</table>"
+        )
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>LoopGuard compare: {cand} vs {cur}</title><style>{_CSS}</style></head><body>"
@@ -223,9 +233,7 @@ def render_html(report: CompareReport) -> str:
         + _table("By detector", j["by_detector"], "detector")
         + _table("By agent", j["by_agent"], "agent")
         + _table("By tool", j["by_tool"], "tool")
-        + f'<h2>Thresholds changed (<span data-metric="thresholds-changed">{len(changes)}'
-        "</span>)</h2><table><tr><th>setting</th><th>current</th><th>candidate</th></tr>"
-        f"{threshold_rows}</table>"
+        + thresholds
         + f'<h2>Runs whose first stop moves (<span data-metric="moved-runs">{count}</span>'
         "; every run in <code>--format json</code>)</h2><table><tr><th>run</th><th>agent</th>"
         "<th>current</th><th>candidate</th><th>calls</th><th>detector</th></tr>"

@@ -67,7 +67,11 @@ def _cases(events: Path, corrupt_gz: Path, tmp_path: Path) -> list[tuple[list[st
         ),
         (["explain", "nope", trace], EXIT_FAILED, "run 'nope' not found in the input"),
         (["explain", "r1", "/no/such/file"], EXIT_NO_INPUT, "cannot read /no/such/file"),
-        (["compare", trace], EXIT_USAGE, "the following arguments are required: --candidate"),
+        (
+            ["compare", trace],
+            EXIT_USAGE,
+            "one of the arguments --candidate --candidate-topic is required",
+        ),
         (
             ["compare", trace, "--candidate", str(INVALID_POLICY)],
             EXIT_POLICY,

@@ -230,10 +230,14 @@ class RunDriver:
         if obj is None:
             return self._base
         try:
-            return InForce(read_switch(obj, self._base.policy))
+            in_force = InForce(read_switch(obj, self._base.policy))
         except InputRejected:
             log.exception("dropping the unreadable policy switch of partition %d", partition)
             return self._base
+        # A worker that resumes a switched partition (a restart, a rebalance) decides with the
+        # stored version, not its start-up one: it exports it as the version in force.
+        self._metrics.set_policy(in_force.policy.version)
+        return in_force
 
     def _apply_switch(self, msg: Message, obj: dict[str, Any]) -> None:
         """A `policy_switch` input record: its partition decides its next events with the

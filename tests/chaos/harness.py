@@ -51,6 +51,7 @@ class Cluster:
     tag: str = "chaos"
     extra_settings: dict[str, object] = field(default_factory=dict)
     input_topic_configs: dict[str, str] = field(default_factory=dict)  # e.g. max.message.bytes
+    follows_policy_topic: bool = False  # the workers follow `<tag>.policy` (docs/policy.md)
     ends: dict[tuple[str, int], int] = field(default_factory=dict)  # (topic, p) -> end offset
     produced: int = 0
     workers: WorkerLauncher = field(init=False)
@@ -63,8 +64,10 @@ class Cluster:
         self.dead_letter = f"{tag}.dead-letter"
         self.app_id = f"{tag}-app"
         self.changelog = f"{self.app_id}-loopguard-runs-changelog"
+        self.policy_topic = f"{tag}.policy" if self.follows_policy_topic else None
         policy = self.tmp / "policy.json"
         policy.write_bytes(orjson.dumps(POLICY))
+        self.policy_file = policy  # the workers' LOOPGUARD_POLICY_FILE
         settings: dict[str, object] = {
             "broker": self.broker.url,
             "partitions": PARTITIONS,
@@ -79,6 +82,7 @@ class Cluster:
             # Fewer unpacked runs than the fleet has, so that states are packed and unpacked
             # through every fault (streams/processing/hot.py; the default is 1,024).
             "run_cache_hot_runs": HOT_RUNS,
+            **({"policy_topic": self.policy_topic} if self.policy_topic else {}),
             **self.extra_settings,
         }
         self.workers = WorkerLauncher(settings, self.tmp)
@@ -105,6 +109,7 @@ class Cluster:
             control=self.control,
             dead_letter=self.dead_letter,
             app_id=self.app_id,
+            **({"policy": self.policy_topic} if self.policy_topic else {}),
         )
 
     def topic_of(self, event: WireEvent) -> str:

@@ -64,6 +64,27 @@ def latest_states(changelog: Sequence[Record]) -> dict[str, bytes | None]:
     return latest
 
 
+def by_decision_id(
+    control: Sequence[Record], topic: str, after_offsets: dict[tuple[str, int], int] | None = None
+) -> tuple[dict[str, dict[str, Any]], list[str], int]:
+    """Control messages deduplicated by decision id (at least once: a decision re-sent after
+    a fault is the same message again), the ids published with two contents, and how many
+    messages were read (those below `after_offsets` skipped)."""
+    got: dict[str, dict[str, Any]] = {}
+    different: list[str] = []
+    n_messages = 0
+    for r in control:
+        if after_offsets and r.offset < after_offsets.get((topic, r.partition), 0):
+            continue
+        n_messages += 1
+        msg = orjson.loads(r.value or b"null")
+        did = decision_id(msg)
+        if did in got and got[did] != msg:
+            different.append(did)
+        got.setdefault(did, msg)
+    return got, different, n_messages
+
+
 async def check(
     scenario: str,
     cluster: Cluster,
@@ -84,18 +105,7 @@ async def check(
     control = await cluster.read(cluster.control)
     changelog = await cluster.read(cluster.changelog)
 
-    got: dict[str, dict[str, Any]] = {}
-    different: list[str] = []
-    n_messages = 0
-    for r in control:
-        if after_offsets and r.offset < after_offsets.get((cluster.control, r.partition), 0):
-            continue
-        n_messages += 1
-        msg = orjson.loads(r.value or b"null")
-        did = decision_id(msg)
-        if did in got and got[did] != msg:
-            different.append(did)
-        got.setdefault(did, msg)
+    got, different, n_messages = by_decision_id(control, cluster.control, after_offsets)
     expected = oracle.decisions
     lost = sorted(set(expected) - set(got))
     extra = sorted(set(got) - set(expected))

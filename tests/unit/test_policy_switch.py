@@ -141,6 +141,26 @@ def test_a_restart_resumes_with_the_version_in_force_at_its_last_checkpoint() ->
     assert second.policy_of(1).version == NEW.version and second.policy_of(0) is OLD
 
 
+def test_a_worker_resuming_a_switched_partition_exports_the_version_it_decides_with() -> None:
+    """The rollout is complete when every worker exports the new version (docs/policy.md): a
+    worker restarted after it, or given the partition by a rebalance, decides with the stored
+    switch and must not keep exporting its start-up policy's version."""
+    store = MemoryStore()
+    first, _ = driver(store)
+    p = Partition(2)
+    first.apply(p(b"policy", switch(NEW_DOC)))
+    first.checkpoint()
+    metrics = Metrics()
+    metrics.set_policy(OLD.version)  # what a worker exports at start (streams/worker/run.py)
+    second, outputs = driver(store, metrics)
+    run = RunScript("r")
+    second.apply(p(run_key("r"), *repeats(run, 4)))
+    assert versions(outputs) == [(7, NEW.version)]
+    info = metrics.registry.get_sample_value
+    assert info("loopguard_policy_info", {"version": NEW.version}) == 1
+    assert info("loopguard_policy_info", {"version": OLD.version}) is None
+
+
 def test_an_invalid_switch_is_dead_lettered_and_counted_and_the_policy_stays() -> None:
     metrics = Metrics()
     d, outputs = driver(MemoryStore(), metrics)

@@ -21,7 +21,7 @@ from aiokafka.partitioner import murmur2
 from loopguard_fleet.streams.errors import StreamError
 from loopguard_fleet.streams.worker.faust.internals import decisions_producer
 
-__all__ = ["BatchOutbox", "Delivery", "FaustOutbox", "Outbox", "OutputLost", "Sent"]
+__all__ = ["BatchOutbox", "Delivery", "FaustOutbox", "Outbox", "OutputLost", "Sent", "wait_all"]
 
 
 class OutputLost(StreamError, RuntimeError):
@@ -43,6 +43,16 @@ class Outbox(Protocol):
     async def wait_delivered(self) -> None: ...
 
 
+async def wait_all(futures: list[asyncio.Future[Any]], failure: str) -> None:
+    """Wait for every delivery future; OutputLost (`failure: the error`) if one failed."""
+    if futures:
+        await asyncio.wait(futures)
+    for fut in futures:
+        exc = fut.exception()
+        if exc is not None:
+            raise OutputLost(f"{failure}: {exc!r}") from exc
+
+
 class Sent:
     """Produce batches handed to aiokafka up to a point, as their delivery futures."""
 
@@ -52,12 +62,7 @@ class Sent:
 
     async def wait(self) -> None:
         """Wait until every batch is acknowledged; raise OutputLost if one is not."""
-        if self._futures:
-            await asyncio.wait(self._futures)
-        for fut in self._futures:
-            exc = fut.exception()
-            if exc is not None:
-                raise OutputLost(f"control batch to {self._topic!r} failed: {exc!r}") from exc
+        await wait_all(self._futures, f"control batch to {self._topic!r} failed")
 
 
 class _Flush:

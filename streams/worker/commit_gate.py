@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final, Protocol
 
-from loopguard_fleet.streams.processing.outbox import OutputLost
+from loopguard_fleet.streams.processing.outbox import wait_all
 
 __all__ = ["CommitGate", "GateDelivery", "InputPartition", "Snapshots"]
 
@@ -59,11 +59,7 @@ class GateDelivery:
         if not self._futures:
             return
         await self._drain()  # a record still in Faust's buffer has no acknowledgement coming
-        await asyncio.wait(self._futures)
-        for fut in self._futures:
-            exc = fut.exception()
-            if exc is not None:
-                raise OutputLost(f"a record produced before the commit failed: {exc!r}") from exc
+        await wait_all(self._futures, "a record produced before the commit failed")
 
 
 class CommitGate:

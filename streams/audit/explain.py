@@ -127,6 +127,7 @@ def explain_run(
             continue
         replayer.observe_time(obj)  # other runs' times count, as in a replay
         replayer.observe_event_time(obj)
+        replayer.place(pos, raw)  # the switch in force at its own offset decides it
         try:
             ev = parse_event(obj)
         except InvalidEvent:
@@ -167,7 +168,7 @@ def explain_run(
         _keep_signals(signals, decisions)
         row.decisions = [d.to_wire() for d in decisions if d.kind != "fleet_signal"]
         timeline.rows.append(row)
-        in_force = replayer.driver.policy_of(0)  # the run's, after a policy switch
+        in_force = replayer.in_force().policy  # the run's, after a policy switch
         if timeline.agent_id is None and state.agent_id is not None:
             timeline.agent_id = state.agent_id
     timeline.thresholds = in_force.effective(timeline.agent_id)

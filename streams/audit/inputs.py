@@ -31,6 +31,7 @@ __all__ = [
     "InputError",
     "InputItem",
     "PartitionStart",
+    "Placed",
     "RefusedItem",
     "TopicInput",
     "file_items",
@@ -83,6 +84,42 @@ class PartitionStart(bytes):
 
 
 PARTITION_START: Final = PartitionStart()
+
+
+class Placed(bytes):
+    """A topic's message with where it was read: its topic-partition (`place`, e.g.
+    `loopguard.tool-calls[3]`) and offset. A merged replay of both input topics decides each
+    event with the switch in force at its own topic-partition's offset, as the worker
+    (docs/policy.md, "Where a switch applies"), whatever the seq order puts before it."""
+
+    place: str
+    offset: int
+
+    def __new__(cls, value: bytes, place: str, offset: int) -> Placed:
+        """A message's value with its topic-partition and offset."""
+        item = super().__new__(cls, value)
+        item.place, item.offset = place, offset
+        return item
+
+    def __reduce__(self) -> tuple[type[Placed], tuple[bytes, str, int]]:
+        """Pickled with its place (replay shards receive items through pipes)."""
+        return (Placed, (bytes(self), self.place, self.offset))
+
+
+def place_of(topic: str, partition: int) -> str:
+    """The name of an input topic-partition in a replay (a `Placed` item's `place`)."""
+    return f"{topic}[{partition}]"
+
+
+def is_switch_record(value: bytes) -> bool:
+    """Whether a message is a `policy_switch` record (those before a `--from` are read too)."""
+    if b'"policy_switch"' not in value:  # most records: one search, no decoding
+        return False
+    try:
+        obj = loads(value)
+    except NotJSON:
+        return False
+    return isinstance(obj, dict) and obj.get("type") == "policy_switch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,11 +247,15 @@ def topic_items(
     idle_s: float = 0.5,
     security: ClientSecurity | None = None,
     marks: bool = False,
+    placed: bool = False,
 ) -> Iterator[InputItem]:
     """A topic's message values from `start` (inclusive) to `end` (exclusive), streamed.
 
     Partitions are read one after the other, each in offset order; `marks`: each partition's
-    records follow a `PARTITION_START` (at the position of the record before it). Without
+    records follow a `PARTITION_START` (at the position of the record before it); `placed`:
+    each value is a `Placed` item. With `marks` or `placed`, the `policy_switch` records
+    before `start` are read too (the partition is read from its beginning for them), so that
+    the first events replayed are decided by the switch in force at their offsets. Without
     `end`, a partition is read until its reported end and then quiet for `idle_s` (Tansu
     reports too low an end offset for partitions written in batches:
     streams/kafka/topic_reader.py).
@@ -225,7 +266,7 @@ def topic_items(
 
     loop = asyncio.new_event_loop()
     try:
-        reader = _TopicReader(bootstrap, topic, wait_s, idle_s, security)
+        reader = _TopicReader(bootstrap, topic, wait_s, idle_s, security, marks or placed)
         loop.run_until_complete(retry_until_reachable(reader.start, bootstrap, 0.0))
         try:
             n = 0
@@ -233,13 +274,14 @@ def topic_items(
                 first, last = loop.run_until_complete(reader.span(partition, start, end))
                 if marks:
                     yield n, PARTITION_START
+                place = place_of(topic, partition)
                 while True:
                     batch = loop.run_until_complete(reader.fetch(partition, first, last))
                     if batch is None:
                         break
-                    for value in batch:
+                    for offset, value in batch:
                         n += 1
-                        yield n, value
+                        yield n, Placed(value, place, offset) if placed else value
         finally:
             loop.run_until_complete(reader.stop())
     finally:
@@ -256,9 +298,11 @@ class _TopicReader:
         wait_s: float,
         idle_s: float,
         security: ClientSecurity | None = None,
+        switches_before: bool = False,
     ) -> None:
         from loopguard_fleet.streams.kafka.security import PLAINTEXT
 
+        self.switches_before = switches_before  # read the switch records before a start
         self.security = security or PLAINTEXT  # TLS/SASL (streams/kafka/security.py)
         self.bootstrap = bootstrap
         self.topic = topic
@@ -270,6 +314,7 @@ class _TopicReader:
         self._quiet_since = 0.0
         self._reported_end = 0
         self._from_ms: int | None = None  # skip records older than this (a --from time)
+        self._from_offset = 0  # skip records before this offset (a --from offset)
         self._to_ms: int | None = None  # stop at the first record this old (a --to time)
         self._done = False
 
@@ -323,12 +368,16 @@ class _TopicReader:
         self._reported_end = (await c.end_offsets([tp]))[tp]
         first = begin
         self._from_ms = self._to_ms = None
+        self._from_offset = 0
         if start is not None and start.offset is not None:
             first = max(begin, start.offset)
         elif start is not None:
             self._from_ms = start.time_ms
             hint = (await c.offsets_for_times({tp: start.time_ms})).get(tp)
             first = self._reported_end if hint is None else max(begin, int(hint.offset))
+        if self.switches_before and first > begin:
+            # The switch records before the start decide its first events: read them too.
+            self._from_offset, first = first, begin
         last = None
         if end is not None and end.offset is not None:
             last = end.offset
@@ -340,8 +389,11 @@ class _TopicReader:
         self._quiet_since = asyncio.get_running_loop().time()
         return first, last
 
-    async def fetch(self, partition: int, first: int, last: int | None) -> list[bytes] | None:
-        """The next batch of values of the partition, or None once it is done."""
+    async def fetch(
+        self, partition: int, first: int, last: int | None
+    ) -> list[tuple[int, bytes]] | None:
+        """The next batch of (offset, value) of the partition, or None once it is done: the
+        records from the start, and before it the switch records when `switches_before`."""
         from aiokafka import TopicPartition
 
         tp = TopicPartition(self.topic, partition)
@@ -350,7 +402,7 @@ class _TopicReader:
             return None
         got = await self._consumer.getmany(tp, timeout_ms=100, max_records=2000)
         records = got.get(tp, [])
-        out: list[bytes] = []
+        out: list[tuple[int, bytes]] = []
         for r in records:
             if last is not None and r.offset >= last:
                 self._next = last
@@ -359,11 +411,18 @@ class _TopicReader:
                 self._done = True
                 break
             self._next = r.offset + 1
+            value = r.value or b""
+            if r.offset < self._from_offset:
+                if is_switch_record(value):
+                    out.append((r.offset, value))
+                continue
             if self._from_ms is not None:
                 if r.timestamp < self._from_ms:
+                    if self.switches_before and is_switch_record(value):
+                        out.append((r.offset, value))
                     continue
                 self._from_ms = None  # from here on, every record counts (as in Kafka)
-            out.append(r.value or b"")
+            out.append((r.offset, value))
         if records:
             self._quiet_since = loop.time()
         elif self._next >= self._reported_end and loop.time() - self._quiet_since >= self.idle_s:
@@ -377,8 +436,9 @@ class TopicInput:
     One topic streams in partition order (see topic_items). Several (the worker's two input
     topics) are read whole and merged the way the worker's decisions are defined: each run's
     events in seq order (docs/wire-format.md, "Ordering"); messages that name no run id and
-    integer seq (which the replay rejects) come first, in the order read. The index is the
-    message's place in that merged order.
+    integer seq (which the replay rejects, and policy switches) come first, in the order
+    read. Each is a `Placed` item: the replay decides an event with the switch in force at
+    its own topic-partition's offset. The index is the message's place in that merged order.
     """
 
     unit = "message"
@@ -413,7 +473,9 @@ class TopicInput:
                 marks=marks,
             )  # fmt: skip
         streams = [
-            topic_items(self.bootstrap, t, self.start, self.end, security=self.security)
+            topic_items(
+                self.bootstrap, t, self.start, self.end, security=self.security, placed=True
+            )
             for t in self.topics
         ]
         return enumerate(merge_by_seq(streams), start=1)

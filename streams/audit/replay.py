@@ -24,12 +24,12 @@ from loopguard_fleet.detectors import (
 )
 from loopguard_fleet.detectors.jsjson import loads
 from loopguard_fleet.detectors.process import GivenVerdict
-from loopguard_fleet.streams.audit.inputs import PartitionStart, RefusedItem
+from loopguard_fleet.streams.audit.inputs import PartitionStart, Placed, RefusedItem
 from loopguard_fleet.streams.processing.driver import DriverLimits, RunDriver, event_time_ms
 from loopguard_fleet.streams.processing.fleet import OrderedFleet
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.partition import LiveRun
-from loopguard_fleet.streams.processing.policy_switch import EVERY_POLICY_TOPIC
+from loopguard_fleet.streams.processing.policy_switch import EVERY_POLICY_TOPIC, InForce
 from loopguard_fleet.streams.wire.codec import encode, run_key
 
 __all__ = [
@@ -165,18 +165,25 @@ class OfflineMetrics(Metrics):
         """Count nothing."""
 
 
+REPLAY_TOPIC = "replay"  # the topic of an input line that names none (a file's, one topic's)
+
+
 class _Line:
-    """One input line as the driver reads a message: no key, no record time, partition 0.
+    """One input line as the driver reads a message: no key, no record time, partition 0
+    (every run of a replay is in one partition). Its topic names where its policy switches
+    apply: `replay`, its line number the offset, for a file or one topic (a topic's next
+    partition restarts it), or a `Placed` item's own topic-partition and offset (a merged
+    replay of both input topics: each keeps its switches, as in the worker).
 
     One instance is reused for every line: the driver keeps no reference to a message."""
 
-    __slots__ = ("offset", "value")
-    topic = "replay"
+    __slots__ = ("offset", "topic", "value")
     partition = 0
     key = None
     timestamp = None
 
     def __init__(self) -> None:
+        self.topic = REPLAY_TOPIC
         self.offset = 0
         self.value: bytes | None = None
 
@@ -235,17 +242,31 @@ class Replayer:
         run = self._runs.live.get(run_key(run_id))
         return None if run is None else run.state
 
+    def in_force(self) -> InForce:
+        """The policy deciding the line placed last (`place`, or the line fed last)."""
+        msg = self._msg
+        return self.driver.in_force(msg.topic, 0, msg.offset)
+
     def thresholds(self, agent_id: str | None) -> Thresholds:
         """Resolved thresholds for an agent, with the service's channel tools applied."""
-        return self.driver.thresholds(agent_id)
+        return self.in_force().for_agent(agent_id)
 
     def call_thresholds(self, agent_id: str | None, tool: str | None) -> Thresholds:
         """Thresholds for one call of a tool (per-tool tuning applied); None: no call."""
-        return self.driver.call_thresholds(agent_id, tool)
+        return self.in_force().for_call(agent_id, tool)
 
     def tool_table(self) -> dict[str, dict[str, dict[str, object]]]:
         """The policy's effective per-tool settings (empty without per-tool tuning)."""
-        return self.driver.tool_table()
+        return self.in_force().policy.tool_table()
+
+    def place(self, line: int, raw: bytes) -> None:
+        """Read the next event as line `line` (`raw`: a `Placed` item's own topic-partition
+        and offset), for callers that decode lines themselves and then `feed_event`."""
+        msg = self._msg
+        if isinstance(raw, Placed):
+            msg.topic, msg.offset = raw.place, raw.offset
+        else:
+            msg.topic, msg.offset = REPLAY_TOPIC, line
 
     def state_for(self, ev: Event) -> RunState:
         """The run's state as the next event sees it: fresh when new or idle past the TTL."""
@@ -307,12 +328,14 @@ class Replayer:
         msg.offset = line
         if type(raw) is bytes:  # the hot path: one type check
             msg.value = raw
+        elif isinstance(raw, Placed):  # a merged replay: its topic-partition's switches
+            msg.topic, msg.offset, msg.value = raw.place, raw.offset, raw
         elif isinstance(raw, RefusedItem):
             self.outputs.decisions.clear()
             return self.reject(line, raw.reason, raw.detail)
         elif isinstance(raw, PartitionStart):  # the next topic partition: its own switches
             self.outputs.decisions.clear()
-            self.driver.restart_policy(0)
+            self.driver.restart_policy(msg.topic, 0)
             return []
         else:
             msg.value = str(raw).encode()
@@ -365,11 +388,11 @@ class Replayer:
         if isinstance(raw, RefusedItem):
             return self.reject(line, raw.reason, raw.detail)
         if isinstance(raw, PartitionStart):
-            self.driver.restart_policy(0)
+            self.driver.restart_policy(self._msg.topic, 0)
             return None
         msg = self._msg
-        msg.offset = line
         msg.value = raw.encode() if isinstance(raw, str) else raw
+        self.place(line, msg.value)
         ev = self.driver.decode(msg)
         if ev is None:
             return self._refused(line) if self.outputs.dead_letters else None

@@ -26,7 +26,6 @@ from loopguard_fleet.detectors import (
     InvalidEvent,
     InvalidState,
     RunState,
-    Thresholds,
     apply_event,
     is_duplicate,
     parse_event,
@@ -49,11 +48,12 @@ from loopguard_fleet.streams.processing.policy_switch import (
     SWITCH_KEY,
     SWITCH_TYPE,
     InForce,
+    StoredSwitches,
+    SwitchTimeline,
     dump_switches,
     follows,
     load_switches,
     read_switch,
-    switch_at,
     switch_entry,
 )
 from loopguard_fleet.streams.processing.stored import decode_stored, encode_stored
@@ -73,6 +73,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _LATEST = 1 << 63  # an offset after every switch
+Place = tuple[str, int]  # an input topic-partition: (topic, partition)
 
 
 class Message(Protocol):
@@ -163,7 +164,13 @@ class RunDriver:
     partitions (streams/processing/fleet.py). `follows`: the policy topic whose
     `policy_switch` records apply (docs/policy.md; every topic's by default, None: none);
     `base_document`: the base policy's document, stored with a partition's switches so that
-    a worker started with another policy resumes it as it was (a worker; None: not stored).
+    a worker started with another policy resumes it as it was (a worker; None: not stored);
+    `v1_topic`: the input topic whose switches a stored record of the first format holds
+    (the tool-calls topic; policy_switch.load_switches).
+
+    The policy is kept per input topic-partition (`Place`: the message's topic and
+    partition), the run states per partition: both input topics' partition p hold the same
+    runs, and each topic-partition switches at its own offsets.
     """
 
     def __init__(
@@ -178,16 +185,19 @@ class RunDriver:
         fleet: FleetStage | None = None,
         follows: str | None = EVERY_POLICY_TOPIC,
         base_document: Mapping[str, Any] | None = None,
+        v1_topic: str | None = None,
     ) -> None:
         self._base = InForce(policy)  # a partition's policy until its first switch record
         self._follows = follows  # the policy topic whose switch records apply (None: none)
-        # Each input partition's policy, loaded on its first use (docs/policy.md, "Where a
-        # switch applies"): the base until a switch record is read on it.
-        self._in_force: dict[int, InForce] = {}
-        # Each partition's switches (input offset, record), as stored, and those the next
-        # checkpoint stores; the base policy's document, stored before the first switch.
-        self._switches: dict[int, list[tuple[int, dict[str, Any]]]] = {}
-        self._switched: dict[int, bytes] = {}
+        # Each input topic-partition's switches and policy at each offset, loaded on its
+        # first use (docs/policy.md, "Where a switch applies"): the base until its first.
+        self._timelines: dict[Place, SwitchTimeline] = {}
+        # Each table partition's stored switches (every topic's), and the partitions whose
+        # switches the next checkpoint stores; the base policy's document, stored before the
+        # first switch.
+        self._stored: dict[int, StoredSwitches] = {}
+        self._switched: set[int] = set()
+        self._v1_topic = v1_topic
         self._base_document = base_document
         self._fleet = fleet
         self.event_ms = 0  # the event time of the message being applied (fleet stage only)
@@ -204,61 +214,60 @@ class RunDriver:
         """The policy of partitions that read no switch record."""
         return self._base.policy
 
-    def policy_of(self, partition: int) -> Policy:
-        """The policy deciding a partition's next event."""
-        return self._policy_in(partition).policy
+    def policy_of(self, topic: str, partition: int, offset: int = _LATEST) -> Policy:
+        """The policy deciding an input topic-partition's event at `offset` (default: next)."""
+        return self.in_force(topic, partition, offset).policy
 
-    def restart_policy(self, partition: int) -> None:
-        """Decide a partition with the base policy again, as before its first switch record
-        (a replay reading the next partition of a topic into its one partition)."""
-        self._in_force[partition] = self._base
-        self._switches[partition] = []
-        self._switched.pop(partition, None)
+    def restart_policy(self, topic: str, partition: int) -> None:
+        """Decide a topic-partition with the base policy again, as before its first switch
+        record (a replay reading the next partition of a topic into its one partition)."""
+        place = (topic, partition)
+        stored = self._stored.setdefault(partition, StoredSwitches())
+        stored.topics[topic] = []
+        self._timelines[place] = SwitchTimeline(
+            stored.topics[topic], self._base, f"{topic}[{partition}]"
+        )
+        self._switched.discard(partition)
 
-    def _policy_in(self, partition: int, offset: int = _LATEST) -> InForce:
-        """A partition's policy: the last switch read on it, loaded on first use since
-        assignment for an event at `offset` (the switch in force there), else the base."""
-        in_force = self._in_force.get(partition)
-        if in_force is None:
-            in_force = self._in_force[partition] = self._load_switches(partition, offset)
-        return in_force
-
-    def _load_switches(self, partition: int, offset: int) -> InForce:
-        """The switches stored for a partition, and the policy in force at `offset`."""
-        switches = self._switches[partition] = load_switches(self._store.get(partition, SWITCH_KEY))
-        obj = switch_at(switches, offset)
-        if obj is None:
-            return self._base
-        try:
-            in_force = InForce(read_switch(obj, self._base.policy))
-        except InputRejected:
-            log.exception("dropping the unreadable policy switch of partition %d", partition)
-            return self._base
-        # A worker that resumes a switched partition (a restart, a rebalance) decides with the
-        # stored version, not its start-up one: it exports it as the version in force.
-        self._metrics.set_policy(in_force.policy.version)
-        return in_force
+    def _timeline(self, place: Place, offset: int = _LATEST) -> SwitchTimeline:
+        """A topic-partition's switches, loaded from its table partition's stored record on
+        first use since assignment (for an event at `offset`: its policy is exported)."""
+        timeline = self._timelines.get(place)
+        if timeline is not None:
+            return timeline
+        topic, partition = place
+        stored = self._stored.get(partition)
+        if stored is None:
+            raw = self._store.get(partition, SWITCH_KEY)
+            stored = self._stored[partition] = load_switches(raw, self._v1_topic)
+        timeline = self._timelines[place] = SwitchTimeline(
+            stored.of(topic), self._base, f"{topic}[{partition}]"
+        )
+        in_force = timeline.at(offset)
+        if in_force is not self._base:
+            # A worker that resumes a switched partition (a restart, a rebalance) decides
+            # with the stored version, not its start-up one: it exports it as in force.
+            self._metrics.set_policy(in_force.policy.version)
+        return timeline
 
     def _apply_switch(self, msg: Message, obj: dict[str, Any]) -> None:
-        """A `policy_switch` input record: its partition decides its next events with the
-        record's policy. A switch read for the first time joins the partition's switches,
-        stored by the next checkpoint (docs/policy.md); the version in force already:
-        nothing changes (a record sent again)."""
+        """A `policy_switch` input record: its topic-partition decides its events after it
+        with the record's policy. A switch read for the first time joins the topic-
+        partition's switches, stored by the next checkpoint (docs/policy.md); a switch read
+        again (at or before the last one held), or the version in force: nothing changes."""
         policy = read_switch(obj, self._base.policy)
         partition, offset = msg.partition, msg.offset
-        before = self._policy_in(partition, offset)
-        if before.policy.version == policy.version:
+        timeline = self._timeline((msg.topic, partition), offset)
+        if offset <= timeline.last_at or timeline.at(offset).policy.version == policy.version:
             return
-        switches = self._switches.setdefault(partition, [])
-        if not switches or offset > switches[-1][0]:  # not a switch read again after a restart
-            if not switches and self._base_document is not None:
-                switches.append((BEFORE_FIRST, self._base_entry()))
-            switches.append((offset, obj))
-            del switches[: -MAX_SWITCHES - 1]
-            self._switched[partition] = dump_switches(switches)
-        self._in_force[partition] = InForce(policy)
+        if not timeline.entries and self._base_document is not None:
+            timeline.add(BEFORE_FIRST, self._base_entry(), self._base)
+        timeline.add(offset, obj, InForce(policy))
+        if not self._offline:  # a worker reads on in offset order; a replay may look back
+            timeline.trim(MAX_SWITCHES + 1)
+        self._switched.add(partition)
         self._metrics.set_policy(policy.version)
-        log.info("partition %d decides with policy %s from offset %d", partition,
+        log.info("%s[%d] decides with policy %s from offset %d", msg.topic, partition,
                  policy.version, offset)  # fmt: skip
 
     def _base_entry(self) -> dict[str, Any]:
@@ -381,7 +390,11 @@ class RunDriver:
         saved = state.save()
         # effective_agent and the thresholds cache, inlined: this is the worker's hot path
         agent = state.agent_id if state.agent_id is not None else ev.agent_id
-        in_force = self._in_force.get(partition) or self._policy_in(partition, msg.offset)
+        offset = msg.offset
+        timeline = self._timelines.get((msg.topic, partition)) or self._timeline(
+            (msg.topic, partition), offset
+        )
+        in_force = timeline.last if offset > timeline.last_at else timeline.at(offset)
         th = in_force.thresholds.get(agent) or in_force.for_agent(agent)
         if in_force.tuned and ev.call is not None:
             th = in_force.policy.for_call(agent, ev.call.tool)  # loopguard.tools: per-tool tuning
@@ -431,8 +444,8 @@ class RunDriver:
         longer dirty: the worker's checkpoint writes them with `write_taken` while batches go
         on (its agent). The partitions' policy switches read since the last call are stored
         now: they belong to the same offsets as the runs taken."""
-        for partition, record in self._switched.items():
-            self._store.put(partition, SWITCH_KEY, record)
+        for partition in self._switched:
+            self._store.put(partition, SWITCH_KEY, dump_switches(self._stored[partition]))
         self._switched.clear()
         taken: list[TakenRun] = []
         for partition, runs in self._partitions.items():
@@ -472,10 +485,12 @@ class RunDriver:
 
     def forget(self, partitions: Iterable[int]) -> None:
         """Drop everything held for partitions whose ownership changed (revoke or assign)."""
+        partitions = set(partitions)
+        for place in [place for place in self._timelines if place[1] in partitions]:
+            del self._timelines[place]
         for p in partitions:
-            self._in_force.pop(p, None)
-            self._switches.pop(p, None)
-            self._switched.pop(p, None)
+            self._stored.pop(p, None)
+            self._switched.discard(p)
             runs = self._partitions.pop(p, None)
             if runs is not None:
                 self._hot.discard(runs.live.values())
@@ -556,20 +571,9 @@ class RunDriver:
             return LiveRun(RunState())
         return LiveRun(RunState()) if self._is_idle(stamp_ms, now) else LiveRun(state, stamp_ms)
 
-    def thresholds(self, agent_id: str | None, partition: int = 0) -> Thresholds:
-        """Thresholds of an agent under a partition's policy."""
-        return self._policy_in(partition).for_agent(agent_id)
-
-    def call_thresholds(
-        self, agent_id: str | None, tool: str | None, partition: int = 0
-    ) -> Thresholds:
-        """Thresholds of an agent for one call of a (normalised) tool under a partition's
-        policy; None: no call."""
-        return self._policy_in(partition).for_call(agent_id, tool)
-
-    def tool_table(self, partition: int = 0) -> dict[str, dict[str, dict[str, object]]]:
-        """A partition's policy's effective per-tool settings (empty without tuning)."""
-        return self._policy_in(partition).policy.tool_table()
+    def in_force(self, topic: str, partition: int, offset: int = _LATEST) -> InForce:
+        """The policy (thresholds cached) deciding a topic-partition's event at `offset`."""
+        return self._timeline((topic, partition), offset).at(offset)
 
     def _publish(self, key: bytes, decision: Decision) -> bool:
         """Queue one decision for the control topic and count it; True for a verdict. A fleet

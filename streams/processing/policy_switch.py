@@ -1,18 +1,23 @@
 """Policy switches as input records (docs/policy.md, "Where a switch applies").
 
 The worker that owns the policy topic writes each valid version as a `policy_switch` record to
-every partition of the tool-calls topic (streams/worker/policy_follower.py). Each input
-partition decides with the version of the last switch read on it, in offset order. Its last
-switches, each with its input offset, and the policy before the first, are stored in the run
-table under `SWITCH_KEY`: a worker that resumes the partition at its committed offset decides
-each event it reads again with the switch in force at that event's offset. Replay reads the
-same records, so it switches at the same offsets.
+every partition of both input topics (streams/worker/policy_follower.py). Each input
+topic-partition decides an event with the version of the last switch read on it before the
+event's offset. Its last switches, each with its input offset, and the policy before the
+first, are stored in the run table under `SWITCH_KEY` (one record per table partition, which
+holds the runs of both topics' partition of that number): a worker that resumes a
+topic-partition at its committed offset decides each event it reads again with the switch in
+force at that event's offset. Replay reads the same records, so it switches at the same
+offsets, also when it merges both topics into each run's seq order.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+from bisect import bisect_left
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from loopguard_fleet.config import Policy, load_policy
@@ -28,6 +33,8 @@ __all__ = [
     "SWITCH_KEY",
     "SWITCH_TYPE",
     "InForce",
+    "StoredSwitches",
+    "SwitchTimeline",
     "dump_switches",
     "encode_switch",
     "follows",
@@ -36,6 +43,10 @@ __all__ = [
     "switch_at",
     "switch_entry",
 ]
+
+log = logging.getLogger(__name__)
+
+Switches = list[tuple[int, dict[str, Any]]]  # (input offset, switch record), in offset order
 
 #: The `type` of a policy switch input record.
 SWITCH_TYPE: Final = "policy_switch"
@@ -69,27 +80,68 @@ def switch_entry(document: Mapping[str, Any], version: str, policy_topic: str) -
             "policy_offset": BEFORE_FIRST, "policy": dict(document)}  # fmt: skip
 
 
-def dump_switches(switches: list[tuple[int, dict[str, Any]]]) -> bytes:
-    """A partition's switches (input offset, record) as the table stores them."""
-    doc = {"v": 1, "switches": [[offset, obj] for offset, obj in switches]}
+@dataclass(slots=True)
+class StoredSwitches:
+    """One table partition's switches: each input topic's (its partition of that number).
+
+    `others`: what a topic not in `topics` starts with. A record of the first format (v1,
+    tool-calls switches only, when compaction events were decided with the tool-calls
+    partition's policy) gives the other topics its last switch as their policy before their
+    first own switch: the version the worker decided them with at that checkpoint."""
+
+    topics: dict[str, Switches] = field(default_factory=dict)
+    others: Switches = field(default_factory=list)
+
+    def of(self, topic: str) -> Switches:
+        """A topic's switches (the list the caller appends to, stored with the others)."""
+        found = self.topics.get(topic)
+        if found is None:
+            found = self.topics[topic] = list(self.others)
+        return found
+
+
+def dump_switches(stored: StoredSwitches) -> bytes:
+    """A table partition's switches as the table stores them (format v2)."""
+    doc: dict[str, Any] = {
+        "v": 2,
+        "topics": {t: [[o, obj] for o, obj in s] for t, s in sorted(stored.topics.items())},
+    }
+    if stored.others:
+        doc["others"] = [[o, obj] for o, obj in stored.others]
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def load_switches(raw: bytes | None) -> list[tuple[int, dict[str, Any]]]:
-    """The switches `dump_switches` stored; none when absent or unreadable."""
+def load_switches(raw: bytes | None, v1_topic: str | None) -> StoredSwitches:
+    """The switches `dump_switches` stored; none when absent or unreadable. `v1_topic`: the
+    input topic whose switches a v1 record holds (the tool-calls topic; None: v1 is ignored)."""
     try:
         doc = json.loads(raw) if raw else {}
     except ValueError:
-        return []
-    entries = doc.get("switches") if isinstance(doc, dict) else None
+        return StoredSwitches()
+    if not isinstance(doc, dict):
+        return StoredSwitches()
+    if doc.get("v") == 1:
+        entries = _entries(doc.get("switches"))
+        if v1_topic is None or not entries:
+            return StoredSwitches()
+        return StoredSwitches({v1_topic: entries}, [(BEFORE_FIRST, entries[-1][1])])
+    topics = doc.get("topics")
+    return StoredSwitches(
+        {t: _entries(s) for t, s in topics.items()} if isinstance(topics, dict) else {},
+        _entries(doc.get("others")),
+    )
+
+
+def _entries(raw: object) -> Switches:
+    """The well-formed (offset, record) entries of a stored list."""
     return [
         (e[0], e[1])
-        for e in (entries if isinstance(entries, list) else [])
+        for e in (raw if isinstance(raw, list) else [])
         if isinstance(e, list) and len(e) == 2 and type(e[0]) is int and isinstance(e[1], dict)
     ]
 
 
-def switch_at(switches: list[tuple[int, dict[str, Any]]], offset: int) -> dict[str, Any] | None:
+def switch_at(switches: Switches, offset: int) -> dict[str, Any] | None:
     """The switch in force for an event at `offset`: the last one read before it."""
     found = None
     for at, obj in switches:
@@ -145,3 +197,47 @@ class InForce:
         if tool is None or not self.tuned:
             return self.for_agent(agent_id)
         return self.policy.for_call(agent_id, tool)
+
+
+class SwitchTimeline:
+    """One input topic-partition's switches and the policy in force at each of its offsets:
+    the last switch before it, else `base`. A worker reads its events in offset order (the
+    policy after the last switch, at once); a merged replay reads them in each run's seq
+    order, so an event may come before a switch already read."""
+
+    __slots__ = ("_base", "_offsets", "_policies", "entries", "last", "last_at")
+
+    def __init__(self, entries: Switches, base: InForce, where: str) -> None:
+        self.entries = entries  # the stored list: appended to in place
+        self._base = base
+        self._offsets = [at for at, _ in entries]
+        self._policies = [self._read(obj, where) for _, obj in entries]
+        self.last = self._policies[-1] if entries else base  # in force after the last switch
+        self.last_at = entries[-1][0] if entries else BEFORE_FIRST - 1
+
+    def _read(self, obj: dict[str, Any], where: str) -> InForce:
+        """A stored switch's policy; the base when it cannot be read (logged)."""
+        try:
+            return InForce(read_switch(obj, self._base.policy))
+        except InputRejected:
+            log.exception("dropping an unreadable stored policy switch of %s", where)
+            return self._base
+
+    def at(self, offset: int) -> InForce:
+        """The policy deciding an event at `offset`."""
+        if offset > self.last_at:
+            return self.last
+        i = bisect_left(self._offsets, offset) - 1  # the last switch before `offset`
+        return self._base if i < 0 else self._policies[i]
+
+    def add(self, offset: int, obj: dict[str, Any], policy: InForce) -> None:
+        """A switch read at `offset`, after every one held."""
+        self.entries.append((offset, obj))
+        self._offsets.append(offset)
+        self._policies.append(policy)
+        self.last, self.last_at = policy, offset
+
+    def trim(self, keep: int) -> None:
+        """Keep the last `keep` switches (a worker reads on in offset order)."""
+        if len(self.entries) > keep:
+            del self.entries[:-keep], self._offsets[:-keep], self._policies[:-keep]

@@ -117,6 +117,7 @@ class RunProcessor:
             fleet=self.fleet,
             follows=settings.policy_topic,  # its group's switch records only (docs/policy.md)
             base_document=base_document,  # the start-up policy, stored with the first switch
+            v1_topic=settings.topic_tool_calls,  # stored switches of the first format: its own
         )
         self._metrics = metrics
         self._lock = asyncio.Lock()  # a batch and a checkpoint's taking never interleave

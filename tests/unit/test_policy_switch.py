@@ -12,7 +12,13 @@ import pytest
 from loopguard_fleet.config import Policy, load_policy
 from loopguard_fleet.streams.audit.compare import compare
 from loopguard_fleet.streams.audit.explain import explain_run
-from loopguard_fleet.streams.audit.inputs import PARTITION_START, FileInput
+from loopguard_fleet.streams.audit.inputs import (
+    PARTITION_START,
+    FileInput,
+    Placed,
+    merge_by_seq,
+    place_of,
+)
 from loopguard_fleet.streams.audit.replay import (
     LineOutput,
     MemoryOutputs,
@@ -23,7 +29,11 @@ from loopguard_fleet.streams.audit.replay import (
 from loopguard_fleet.streams.audit.replay_jobs import ReplaySpec, replay_local, replay_sharded
 from loopguard_fleet.streams.processing import DriverLimits, RunDriver
 from loopguard_fleet.streams.processing.metrics import Metrics
-from loopguard_fleet.streams.processing.policy_switch import SWITCH_KEY, encode_switch
+from loopguard_fleet.streams.processing.policy_switch import (
+    SWITCH_KEY,
+    encode_switch,
+    switch_entry,
+)
 from loopguard_fleet.streams.wire.codec import run_key
 from tests.wire import InputRecord, RunScript
 
@@ -48,16 +58,16 @@ def driver(
 
 
 class Partition:
-    """Input records of one partition, offsets in the order they are made."""
+    """Input records of one topic-partition, offsets in the order they are made."""
 
-    def __init__(self, partition: int) -> None:
-        self.partition, self.offset = partition, 0
+    def __init__(self, partition: int, topic: str = "tool-calls") -> None:
+        self.topic, self.partition, self.offset = topic, partition, 0
 
     def __call__(self, key: bytes, *values: bytes | dict[str, Any]) -> list[InputRecord]:
         out = []
         for v in values:
             raw = v if isinstance(v, bytes) else orjson.dumps(v)
-            out.append(InputRecord("tool-calls", self.partition, self.offset, None, key, raw))
+            out.append(InputRecord(self.topic, self.partition, self.offset, None, key, raw))
             self.offset += 1
         return out
 
@@ -86,17 +96,17 @@ def test_a_switch_applies_from_its_offset_on_its_own_partition_only() -> None:
     b_after = [m["policy_version"] for m in sent if m["run_id"] == "b" and m["seq"] > 20]
     assert a_versions == {OLD.version}  # partition 0 read no switch
     assert b_after == [NEW.version]  # the 11th read: above the new warning threshold
-    assert by_run["a"] and d.policy_of(1).version == NEW.version
-    assert d.policy_of(0).version == OLD.version and outputs.dead_letters == []
+    assert by_run["a"] and d.policy_of("tool-calls", 1).version == NEW.version
+    assert d.policy_of("tool-calls", 0).version == OLD.version and outputs.dead_letters == []
 
 
 @pytest.mark.parametrize("follows", [None, "shadow.policy"])
 def test_a_worker_applies_only_its_own_groups_switches(follows: str | None) -> None:
     d, outputs = driver(MemoryStore(), follows=follows)
     d.apply(Partition(0)(b"policy", switch(NEW_DOC)))  # from loopguard.policy
-    assert d.policy_of(0) is OLD and not d.has_dirty and outputs.dead_letters == []
+    assert d.policy_of("tool-calls", 0) is OLD and not d.has_dirty and outputs.dead_letters == []
     d.apply(Partition(0)(b"policy", switch(NEW_DOC, topic="shadow.policy")))
-    assert d.policy_of(0).version == (NEW.version if follows else OLD.version)
+    assert d.policy_of("tool-calls", 0).version == (NEW.version if follows else OLD.version)
 
 
 def test_a_switch_decides_events_after_it_in_the_same_batch() -> None:
@@ -117,9 +127,11 @@ def test_a_switch_read_again_changes_nothing_and_the_old_version_applies_again()
     stored = store.get(0, SWITCH_KEY)
     d.apply(p(b"policy", switch(NEW_DOC, offset=1)))  # the same version sent again
     d.checkpoint()
-    assert store.get(0, SWITCH_KEY) == stored and d.policy_of(0).version == NEW.version
+    assert (
+        store.get(0, SWITCH_KEY) == stored and d.policy_of("tool-calls", 0).version == NEW.version
+    )
     d.apply(p(b"policy", switch(OLD_DOC, offset=2)))  # a rollback is a new record
-    assert d.policy_of(0).version == OLD.version
+    assert d.policy_of("tool-calls", 0).version == OLD.version
     info = metrics.registry.get_sample_value
     assert info("loopguard_policy_info", {"version": OLD.version}) == 1
 
@@ -130,7 +142,7 @@ def test_a_restart_resumes_with_the_version_in_force_at_its_last_checkpoint() ->
     p = Partition(1)
     first.apply(p(b"policy", switch(NEW_DOC)))
     # Not checkpointed yet: a worker starting from the committed offset reads it again.
-    assert driver(store)[0].policy_of(1).version == OLD.version
+    assert driver(store)[0].policy_of("tool-calls", 1).version == OLD.version
     first.checkpoint()
     second, outputs = driver(store)
     run = RunScript("r")
@@ -138,7 +150,10 @@ def test_a_restart_resumes_with_the_version_in_force_at_its_last_checkpoint() ->
     assert versions(outputs) == [(7, NEW.version)]
     # A partition revoked and assigned again loads it from the store too.
     second.forget({1})
-    assert second.policy_of(1).version == NEW.version and second.policy_of(0) is OLD
+    assert (
+        second.policy_of("tool-calls", 1).version == NEW.version
+        and second.policy_of("tool-calls", 0) is OLD
+    )
 
 
 def test_a_worker_resuming_a_switched_partition_exports_the_version_it_decides_with() -> None:
@@ -175,7 +190,7 @@ def test_an_invalid_switch_is_dead_lettered_and_counted_and_the_policy_stays() -
     )  # fmt: skip
     reasons = [orjson.loads(v)["reason"] for v in outputs.dead_letters]
     assert reasons == ["invalid_policy_switch"] * 4
-    assert d.policy_of(0) is OLD and not d.has_dirty
+    assert d.policy_of("tool-calls", 0) is OLD and not d.has_dirty
     total = "loopguard_events_rejected_total"
     assert metrics.registry.get_sample_value(total, {"reason": "invalid_policy_switch"}) == 4
 
@@ -297,4 +312,120 @@ def test_a_successor_reading_from_an_older_offset_decides_each_event_as_before()
     assert b_out.decisions == a_out.decisions
     # A worker that takes the partition over after the switch's offset decides with it.
     c = RunDriver(OLD, limits, switches_only, MemoryOutputs(), Metrics())
-    assert c.policy_of(0).version == NEW.version
+    assert c.policy_of("tool-calls", 0).version == NEW.version
+
+
+# A longer post-compaction window: a compaction armed under it watches 5 results, and 5
+# identical ones abort the run; under OLD's (3), the 3rd does.
+LONG_WINDOW_DOC: dict[str, Any] = {
+    "tools": {"loopDetection": {"enabled": True, "postCompactionGuard": {"windowSize": 5}}}
+}
+LONG_WINDOW = load_policy(LONG_WINDOW_DOC)
+SHORT_WINDOW_DOC: dict[str, Any] = {
+    "tools": {"loopDetection": {"enabled": True, "postCompactionGuard": {"windowSize": 2}}}
+}
+
+
+def _late_compaction(
+    run: RunScript, tool_calls: Partition, compactions: Partition
+) -> list[InputRecord]:
+    """5 identical reads of `run`, then its compaction (seq 1), delivered after them: the
+    compaction arms the guard with its own policy and feeds it those results (SPEC §8)."""
+    key = run_key(run.run_id)
+    compaction = run.compaction()
+    return tool_calls(key, *repeats(run, 5)) + compactions(key, compaction)
+
+
+def _guard_aborts(decisions: list[bytes]) -> list[tuple[str, int, str]]:
+    """(run, seq, policy_version) of each post-compaction guard's abort."""
+    sent = [m for m in map(orjson.loads, decisions) if m["type"] == "loop_event"]
+    guard = [m for m in sent if m["detector"] == "compaction_loop_persisted"]
+    return [(m["run_id"], m["seq"], m["policy_version"]) for m in guard]
+
+
+def _aborted(outputs: MemoryOutputs) -> list[tuple[str, int, str]]:
+    return _guard_aborts(outputs.decisions)
+
+
+def test_a_compaction_is_decided_by_the_switches_of_its_own_topic_partition() -> None:
+    d, outputs = driver(MemoryStore())
+    tool_calls, compactions = Partition(0), Partition(0, "compactions")
+    d.apply(tool_calls(b"policy", switch(LONG_WINDOW_DOC)))
+    # The compactions partition 0 read no switch: OLD's 3-result window.
+    d.apply(_late_compaction(RunScript("a"), tool_calls, compactions))
+    assert _aborted(outputs) == [("a", 7, OLD.version)]
+    assert d.policy_of("compactions", 0) is OLD
+    assert d.policy_of("tool-calls", 0).version == LONG_WINDOW.version
+    d.apply(compactions(b"policy", switch(LONG_WINDOW_DOC)))
+    d.apply(_late_compaction(RunScript("b"), tool_calls, compactions))
+    assert _aborted(outputs)[1:] == [("b", 11, LONG_WINDOW.version)]
+
+
+def test_a_resumed_worker_looks_up_each_topic_partitions_switch_at_its_own_offsets() -> None:
+    store = MemoryStore()
+    first, _ = driver(store)
+    tool_calls, compactions = Partition(0), Partition(0, "compactions")
+    tool_calls.offset = compactions.offset = 40  # the compactions offsets pass the switch's
+    first.apply(tool_calls(b"policy", switch(LONG_WINDOW_DOC)))
+    first.checkpoint()
+    second, outputs = driver(store)
+    compactions.offset = 50
+    second.apply(_late_compaction(RunScript("a"), tool_calls, compactions))
+    assert _aborted(outputs) == [("a", 7, OLD.version)]  # compactions[0]: no switch of its own
+    assert second.policy_of("tool-calls", 0, 40) is OLD
+    assert second.policy_of("tool-calls", 0, 41).version == LONG_WINDOW.version
+
+
+def test_switches_stored_in_the_first_format_still_load() -> None:
+    # A worker that stored tool-calls switches only ({"v": 1}): they stay the tool-calls
+    # partition's, and the compactions partition keeps deciding with the last of them (the
+    # version that decided its compactions) until its own first switch record.
+    store = MemoryStore()
+    v1 = {"v": 1, "switches": [[-1, switch_entry(OLD_DOC, OLD.version, "loopguard.policy")],
+                               [4, orjson.loads(switch(NEW_DOC))]]}  # fmt: skip
+    store.put(0, SWITCH_KEY, orjson.dumps(v1))
+    outputs = MemoryOutputs()
+    limits = DriverLimits(1_048_576, 256, run_idle_ttl_ms=0, run_cache_idle_ms=0)
+
+    def resumed() -> RunDriver:
+        return RunDriver(LONG_WINDOW, limits, store, outputs, Metrics(),
+                         follows="loopguard.policy", v1_topic="tool-calls")  # fmt: skip
+
+    for d in (first := resumed(), resumed()):
+        assert d.policy_of("tool-calls", 0, 4).version == OLD.version
+        assert d.policy_of("tool-calls", 0, 5).version == NEW.version
+        assert d.policy_of("compactions", 0, 0).version == NEW.version
+        assert d.policy_of("compactions", 1, 0) is d.policy  # another partition: its own
+        if d is first:  # a new switch stores both topics' in the current format
+            compactions = Partition(0, "compactions")
+            compactions.offset = 9
+            d.apply(compactions(b"policy", switch(OLD_DOC)))
+            d.checkpoint()
+            assert orjson.loads(store.get(0, SWITCH_KEY) or b"")["v"] == 2
+    assert resumed().policy_of("compactions", 0, 10).version == OLD.version
+
+
+def _placed(topic: str, records: list[bytes]) -> list[tuple[int, bytes]]:
+    return [(i, Placed(v, place_of(topic, 0), i)) for i, v in enumerate(records)]
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_a_merged_replay_applies_each_topic_partitions_switches_at_its_offsets(
+    jobs: int,
+) -> None:
+    # Run b's compaction (compactions offset 0) comes before the compactions partition's
+    # switch to a 2-result window, run a's (offset 2) after it. Each compaction follows a
+    # call and its result, then 5 identical reads: OLD's guard aborts at the 3rd; the short
+    # window closes before it. In seq order the switch comes first: its offset decides.
+    a, b = RunScript("a"), RunScript("b")
+    tool_calls = [orjson.dumps(e) for r in (a, b) for e in r.both("ls", {}, result="x")]
+    compactions = [orjson.dumps(b.compaction()), switch(SHORT_WINDOW_DOC),
+                   orjson.dumps(a.compaction())]  # fmt: skip
+    tool_calls += [orjson.dumps(e) for r in (a, b) for e in repeats(r, 5)]
+    merged = merge_by_seq([_placed("compactions", compactions), _placed("tool-calls", tool_calls)])
+    items = list(enumerate(merged, 1))
+    spec = ReplaySpec(OLD)
+    outputs, stats = (replay_local(spec, items) if jobs == 1
+                      else replay_sharded(spec, items, jobs))  # fmt: skip
+    decided = _guard_aborts([line for o in outputs for line in o.data.splitlines()])
+    assert (decided, stats.rejected) == ([("b", 9, OLD.version)], 0)

@@ -116,9 +116,10 @@ def loopguard_acls(
         rules.append(Acl(worker, "create", "topic", topic))
     # The policy topic (docs/policy.md): workers read it, without a group at start-up and in
     # their group after, and create it (LOOPGUARD_POLICY_TOPIC); the one that owns it writes
-    # each version to every tool-calls partition (the write granted above for fleet signals).
-    # Only the operator principal publishes a policy (and reads and creates the topic:
-    # `policy push` shows the change against the live version).
+    # each version to every partition of both input topics (the tool-calls write is granted
+    # above for fleet signals). Only the operator principal publishes a policy (and reads and
+    # creates the topic: `policy push` shows the change against the live version).
+    rules.append(Acl(worker, "write", "topic", compactions))
     rules += [Acl(worker, op, "topic", policy) for op in ("read", "describe", "create")]
     rules += [Acl(operator, op, "topic", policy) for op in ("write", "read", "describe", "create")]
     # The OTLP bridge (LOOPGUARD_TOPIC_OTLP_SPANS, docs/audit.md): the workers consume the

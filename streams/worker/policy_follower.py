@@ -1,9 +1,11 @@
 """Follow the policy topic: each valid version becomes a switch record of every input
-partition (docs/policy.md, "Where a switch applies").
+topic-partition (docs/policy.md, "Where a switch applies").
 
 The topic's one partition is consumed by one Faust agent of the worker group, so one worker
 owns it; `PolicySwitches` writes each valid record as a `policy_switch` record to every
-partition of the tool-calls topic, where each worker applies it in offset order
+partition of both input topics (tool calls and compactions: each topic-partition switches at
+its own offset, so a compaction event's policy does not depend on how far the worker had
+read the tool-calls partition), where each worker applies it in offset order
 (streams/processing/policy_switch.py), as fleet signals are (streams/worker/fleet.py); before
 a partition's first switch, LOOPGUARD_POLICY_FILE's policy (else the defaults) decides it. An
 invalid record never replaces the last good version: it is dead-lettered with its reason,
@@ -80,7 +82,9 @@ class PolicySwitches:
             return
         assert value is not None  # read_policy_record refuses an empty record
         self._send(encode_switch(policy.version, json.loads(value), self._topic, offset))
-        log.info("policy %s from offset %d sent to every input partition", policy.version, offset)
+        log.info(
+            "policy %s from offset %d sent to every input topic-partition", policy.version, offset
+        )
 
 
 def install_policy_switches(
@@ -93,12 +97,16 @@ def install_policy_switches(
     app = wiring.app
     raw = RawSchema()
     topic = app.topic(settings.policy_topic, partitions=1, schema=raw)
-    tool_calls = app.topic(settings.topic_tool_calls, partitions=settings.partitions, schema=raw)
+    inputs = [
+        app.topic(name, partitions=settings.partitions, schema=raw)
+        for name in (settings.topic_tool_calls, settings.topic_compactions)
+    ]
     dead_letters = wiring.dead_letter
 
     def send(value: bytes) -> None:
-        for p in range(settings.partitions):  # each input partition applies it in its order
-            gate.send(tool_calls, POLICY_KEY, value, p)
+        for topic in inputs:  # each input topic-partition applies it in its own order
+            for p in range(settings.partitions):
+                gate.send(topic, POLICY_KEY, value, p)
 
     switches = PolicySwitches(
         settings.policy_topic,

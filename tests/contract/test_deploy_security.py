@@ -92,6 +92,14 @@ def test_agent_runtimes_are_never_granted_a_write_to_the_control_topic() -> None
         assert {p for p, name in writes if name == "loopguard.control"} == {WORKER}
 
 
+def test_the_worker_may_write_every_partition_of_both_input_topics() -> None:
+    # The policy topic's owner writes each version as a switch record to both input topics
+    # (docs/policy.md): a compaction is decided by its own topic-partition's switch.
+    for rules in (_readme_rules(), _strimzi_rules(), _tested_recipe()):
+        for topic in ("loopguard.tool-calls", "loopguard.compactions"):
+            assert (WORKER, "write", "topic", topic) in rules
+
+
 @pytest.fixture
 def secured(kustomize: Callable[[Path], tuple[dict[str, Any], ...]]) -> tuple[dict[str, Any], ...]:
     return kustomize(SECURED)

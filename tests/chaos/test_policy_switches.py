@@ -44,8 +44,8 @@ def version_document(i: int) -> dict[str, Any]:
 
 
 def _tool_events(runs: int, seed: int, prefix: str) -> list[WireEvent]:
-    """A simulated fleet's tool-calls events (compactions go to the other input topic, which
-    the switch records do not order: docs/policy.md)."""
+    """A simulated fleet's tool-calls events (compactions are left out: one the worker reads
+    after later results of its run judges them with its own version, docs/policy.md)."""
     return [e for e in fleet_events(runs, seed, prefix=prefix, end_runs=False) if is_tool_event(e)]
 
 

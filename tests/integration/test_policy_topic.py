@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +138,8 @@ async def test_push_switches_a_live_worker_and_an_invalid_record_changes_nothing
 
 
 SWITCHED = {"tools": {"loopDetection": {"enabled": True, "warningThreshold": 3,
-                                        "criticalThreshold": 5}}}  # fmt: skip
+                                        "criticalThreshold": 5,
+                                        "postCompactionGuard": {"windowSize": 2}}}}  # fmt: skip
 
 
 def _reads(topic: str, runs: list[RunScript]) -> Callable[[int], list[tuple[str, bytes, bytes]]]:
@@ -152,13 +154,18 @@ def _reads(topic: str, runs: list[RunScript]) -> Callable[[int], list[tuple[str,
 
 
 async def _replayed_topic(
-    capsys: pytest.CaptureFixture[str], kafka: KafkaIO, topic: str, policy: Path, follows: str
+    capsys: pytest.CaptureFixture[str],
+    kafka: KafkaIO,
+    topic: str,
+    policy: Path,
+    follows: str,
+    *more: str,
 ) -> list[bytes]:
-    """`loopguard replay --topic` of the tool-calls topic, with the workers' policy file and
-    their policy topic's switches: its control messages."""
+    """`loopguard replay --topic` of `topic` (names, comma-separated), with the workers'
+    policy file and their policy topic's switches: its control messages."""
     code, out, _ = await _cli(capsys, "replay", "--topic", topic, "--broker", kafka.bootstrap,
                               "--policy", str(policy), "--policy-topic", follows,
-                              "--quiet")  # fmt: skip
+                              "--quiet", *more)  # fmt: skip
     assert code == 0
     return out.encode().splitlines()
 
@@ -187,17 +194,41 @@ async def test_live_decisions_equal_the_topic_replay_byte_for_byte_across_a_swit
     assert code == 0
     await worker.wait_until("/metrics", _version_is(switched.version), 10)
     await produce(kafka.bootstrap, reads(1))
-    live = await kafka.consume_until(topics.control, lambda ms: len(ms) >= 3 * len(runs), 30)
+    # Compacted runs after the switch: the compaction event arms the new version's 2-result
+    # guard window (the start-up policy's is 3), so the 2nd identical result aborts the run.
+    # The compactions topic-partitions switch at their own switch records: wait for those.
+    await kafka.consume_until(topics.compactions, lambda ms: len(ms) >= topics.partitions, 10)
+    compacted = [RunScript(f"compacted-run-{i}") for i in range(4)]
+    since = datetime.now(UTC).isoformat()  # only the compacted runs' records are after it
+    await produce(kafka.bootstrap, [(topics.compactions, r.run_id.encode(),
+                                     orjson.dumps(r.compaction())) for r in compacted])  # fmt: skip
+    await produce(kafka.bootstrap, _reads(topics.tool_calls, compacted)(2))
+    expected = 3 * len(runs) + 2 * len(compacted)  # an abort: its loop event and abort_run
+    live = await kafka.consume_until(topics.control, lambda ms: len(ms) >= expected, 30)
 
     enforcing = tmp_path / "enforce.json"
-    replayed = await _replayed_topic(capsys, kafka, topics.tool_calls, enforcing, policy_topic)
-    for run in runs:
+    # Both input topics merged into each run's seq order, each topic-partition's switches
+    # applied at its own offsets, as the worker applies them.
+    both = f"{topics.tool_calls},{topics.compactions}"
+    replayed = await _replayed_topic(capsys, kafka, both, enforcing, policy_topic)
+    for run in runs + compacted:
         key = run.run_id.encode()
         of_this = [m.value for m in sorted(live, key=lambda m: m.offset) if m.key == key]
         assert of_this == [line for line in replayed if orjson.loads(line)["run_id"] == run.run_id]
-    assert len(replayed) == len(live) == 3 * len(runs)
-    versions = {m.json["policy_version"]: m.json.get("level") for m in live if m.json.get("level")}
-    assert versions == {enforce.version: "warning", switched.version: "critical"}
+    assert len(replayed) == len(live) == expected
+    levels = {(m.json["policy_version"], m.json.get("level"), m.json.get("detector"))
+              for m in live if m.json.get("level")}  # fmt: skip
+    assert {(v, level) for v, level, _ in levels} == {
+        (enforce.version, "warning"),
+        (switched.version, "critical"),
+    }
+    assert (switched.version, "critical", "compaction_loop_persisted") in levels
+
+    # From a time after the switches: each topic-partition starts with the switch in force
+    # there (read before the start), not with --policy.
+    replayed = await _replayed_topic(capsys, kafka, both, enforcing, policy_topic, "--from", since)
+    assert replayed == [m.value for m in sorted(live, key=lambda m: (m.key or b"", m.offset))
+                        if m.key in {r.run_id.encode() for r in compacted}]  # fmt: skip
 
 
 async def test_a_worker_killed_after_a_switch_decides_again_as_the_replay_does(

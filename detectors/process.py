@@ -12,7 +12,14 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Final, Literal, NamedTuple
 
-from loopguard_fleet.detectors.compaction_guard import arm_guard, late_outcomes, observe_guard
+from loopguard_fleet.detectors.compaction_guard import (
+    arm_guard,
+    arm_with,
+    guard_policy_of,
+    guard_thresholds,
+    late_outcomes,
+    observe_guard,
+)
 from loopguard_fleet.detectors.engine import detect, publish_warning
 from loopguard_fleet.detectors.events import TOOL_EVENTS, Event, parse_event
 from loopguard_fleet.detectors.fleet.contribution import Observation, observe_call
@@ -29,7 +36,7 @@ from loopguard_fleet.detectors.runner_2026_9 import (
     recovery_abort,
     warning_note,
 )
-from loopguard_fleet.detectors.state import LifeKind, RunState
+from loopguard_fleet.detectors.state import GuardPolicy, LifeKind, RunState
 from loopguard_fleet.detectors.values import (
     JSON,
     GuardAbort,
@@ -158,7 +165,9 @@ def apply_event(
         kind: LifeKind = "compaction" if ev.type == "compaction" else "run_end"
         if state.tool_seq is not None and ev.seq < state.tool_seq and not state.held:
             return Applied(_on_late_life(state, ev, kind, th))
-        state.held.append((ev.seq, kind))
+        # A compaction held for its place keeps the policy it was read under: the guard it
+        # arms is its own topic-partition's, not that of the tool event that releases it.
+        state.held.append((ev.seq, kind, guard_policy_of(th) if kind == "compaction" else None))
         out = []
     if state.held:
         out += _release_ready(state, th)
@@ -246,8 +255,8 @@ def _release_held(state: RunState, th: Thresholds, before: int) -> list[Decision
     """Apply the held life events whose seq precedes a tool event about to apply."""
     out: list[Decision] = []
     while state.held and state.held[0][0] < before:
-        seq, kind = state.held.pop(0)
-        out += _apply_life(state, kind, seq, th)
+        seq, kind, policy = state.held.pop(0)
+        out += _apply_life(state, kind, seq, th, policy)
     return out
 
 
@@ -259,17 +268,21 @@ def _release_ready(state: RunState, th: Thresholds) -> list[Decision]:
         pos = _position(state)
         if pos is None or state.held[0][0] != pos + 1:
             break
-        seq, kind = state.held.pop(0)
-        out += _apply_life(state, kind, seq, th)
+        seq, kind, policy = state.held.pop(0)
+        out += _apply_life(state, kind, seq, th, policy)
     return out
 
 
-def _apply_life(state: RunState, kind: LifeKind, seq: int, th: Thresholds) -> list[Decision]:
-    """A compaction or run_end at its place in seq order: no later tool event is applied."""
+def _apply_life(
+    state: RunState, kind: LifeKind, seq: int, th: Thresholds, policy: GuardPolicy | None
+) -> list[Decision]:
+    """A compaction or run_end at its place in seq order: no later tool event is applied. A
+    compaction arms the guard with the policy it was held with (`th`'s when a state stored
+    before held compactions kept theirs)."""
     _begin(state)
     state.life_done = seq
     if kind == "compaction":
-        arm_guard(state, th, seq)
+        arm_with(state, guard_policy_of(th) if policy is None else policy, seq)
     else:
         _end(state, seq)
     return []
@@ -392,10 +405,11 @@ def _on_result(state: RunState, ev: Event, th: Thresholds) -> list[Decision]:
     record = record_outcome(state, ev.call, ev.outcome, th, ev.seq, ev.event_id)
     if record is None or state.guard_remaining <= 0:
         return []  # no guard armed: observe_guard would return None at once
-    abort = observe_guard(state, record, th)
+    gth = guard_thresholds(state, th)
+    abort = observe_guard(state, record, gth)
     if abort is None:
         return []
-    return _abort(state, Trigger(ev.run_id, ev.event_id, ev.seq), abort, th, _of(record))
+    return _abort(state, Trigger(ev.run_id, ev.event_id, ev.seq), abort, gth, _of(record))
 
 
 def _of(record: Record) -> str:

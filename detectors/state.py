@@ -35,8 +35,13 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 _URLSAFE = bytes.maketrans(b"+/", b"-_")  # base64's URL-safe alphabet (RFC 4648 §5)
 
 GuardObservation = tuple[str, str, str]  # (tool, args_hash, result_hash)
+# The policy an armed post-compaction guard keeps until it ends: (windowSize, enforce,
+# policy version) of the compaction that armed it (detectors/compaction_guard.py).
+GuardPolicy = tuple[int, bool, str | None]
 LifeKind = Literal["compaction", "run_end"]
-HeldEvent = tuple[int, LifeKind]  # (seq, type) of a life event waiting for its place
+# (seq, type, guard policy) of a life event waiting for its place; the policy is a held
+# compaction's (None: a run_end, or a compaction held by a state stored before they kept it).
+HeldEvent = tuple[int, LifeKind, GuardPolicy | None]
 _LIFE_KINDS: tuple[LifeKind, ...] = ("compaction", "run_end")
 # RunState.save's tuple: the fields in declaration order
 SavedState = tuple[
@@ -46,6 +51,7 @@ SavedState = tuple[
     int,
     int | None,
     list[GuardObservation],
+    GuardPolicy | None,
     int | None,
     int | None,
     int | None,
@@ -65,6 +71,7 @@ class RunState:
     guard_remaining: int = 0
     guard_seq: int | None = None  # seq of the compaction that armed the guard
     guard_obs: list[GuardObservation] = field(default_factory=list)
+    guard_policy: GuardPolicy | None = None  # the armed guard's policy, None when unarmed
     tool_seq: int | None = None  # highest seq seen on tool_call/tool_result events
     life_seq: int | None = None  # highest seq seen on compaction/run_end events (held too)
     ended_seq: int | None = None  # set by run_end: the state is then a tombstone
@@ -87,6 +94,7 @@ class RunState:
             self.guard_remaining,
             self.guard_seq,
             self.guard_obs.copy(),
+            self.guard_policy,
             self.tool_seq,
             self.life_seq,
             self.ended_seq,
@@ -104,6 +112,7 @@ class RunState:
             self.guard_remaining,
             self.guard_seq,
             self.guard_obs,
+            self.guard_policy,
             self.tool_seq,
             self.life_seq,
             self.ended_seq,
@@ -181,11 +190,16 @@ class RunState:
                     for t, a, h in self.guard_obs
                 ],
             ]
+        if self.guard_policy is not None:  # a key of its own: readers before it ignore it
+            doc["gp"] = list(self.guard_policy)
         marks = [self.tool_seq, self.life_seq, self.ended_seq, self.life_done]
         if any(m is not None for m in marks):
             doc["s"] = marks
         if self.held:
-            doc["q"] = [[seq, _LIFE_KINDS.index(kind)] for seq, kind in self.held]
+            doc["q"] = [
+                [seq, _LIFE_KINDS.index(kind)] + ([] if policy is None else [list(policy)])
+                for seq, kind, policy in self.held
+            ]
         if self.critical_loops:
             doc["r"] = self.critical_loops
         if table:
@@ -243,15 +257,31 @@ class RunState:
                 guard_remaining=remaining,
                 guard_seq=gseq,
                 guard_obs=[(_text(keys[t]), _text(keys[a]), _text(keys[h])) for t, a, h in obs],
+                guard_policy=_guard_policy(doc.get("gp")),
                 tool_seq=tool_seq,
                 life_seq=life_seq,
                 ended_seq=ended_seq,
                 life_done=life_done,
-                held=[(seq, _LIFE_KINDS[kind]) for seq, kind in doc.get("q", [])],
+                held=[
+                    (row[0], _LIFE_KINDS[row[1]], _guard_policy(row[2] if len(row) > 2 else None))
+                    for row in doc.get("q", [])
+                ],
                 critical_loops=_count(doc.get("r", 0)),
             )
         except (AttributeError, TypeError, ValueError, IndexError) as e:
             raise InvalidState(f"corrupt RunState: {e}") from e
+
+
+def _guard_policy(cell: object) -> GuardPolicy | None:
+    """An armed guard's policy cell (absent in states written before guards kept theirs)."""
+    if cell is None:
+        return None
+    if not isinstance(cell, list) or len(cell) != 3:
+        raise ValueError(f"guard policy {cell!r}")
+    window, enforce, version = cell
+    if type(enforce) is not bool or not (version is None or isinstance(version, str)):
+        raise ValueError(f"guard policy {cell!r}")
+    return _count(window), enforce, version
 
 
 def _count(value: object) -> int:

@@ -30,6 +30,7 @@ from loopguard_fleet.detectors import (
     effective_agent,
     parse_event,
 )
+from loopguard_fleet.detectors.compaction_guard import guard_thresholds
 from loopguard_fleet.detectors.history import repeat_counts
 from loopguard_fleet.detectors.rules import known_poll, ping_pong, unknown_tool
 from loopguard_fleet.streams.audit.inputs import PartitionStart
@@ -158,13 +159,14 @@ def explain_run(
             else:
                 row.call = calls.get(ev.call.tool_call_id or "", n_calls or None)
         remaining = state.guard_remaining
+        guard_th = guard_thresholds(state, th)  # an armed guard's window is its arming policy's
         dups = replayer.stats.duplicates
         decisions = replayer.feed_event(ev)
         state = replayer.state_of(ev.run_id) or state
         row.duplicate = replayer.stats.duplicates > dups
         if ev.type == "tool_result":
             row.outcome_hash = _outcome_hash(state, ev.seq)
-        _guard(row, th, remaining, state)
+        _guard(row, th if ev.type == "compaction" else guard_th, remaining, state)
         _keep_signals(signals, decisions)
         row.decisions = [d.to_wire() for d in decisions if d.kind != "fleet_signal"]
         timeline.rows.append(row)

@@ -66,6 +66,7 @@ def states(draw: st.DrawFn) -> RunState:
     for _ in range(draw(st.integers(0, 40))):
         history.append(draw(records(history)))
     marks = st.none() | seqs
+    policies = st.none() | st.tuples(st.integers(0, 50), st.booleans(), optional)
     return RunState(
         history=history,
         buckets=draw(st.dictionaries(texts, st.integers(0, 10**6), max_size=4)),
@@ -73,11 +74,12 @@ def states(draw: st.DrawFn) -> RunState:
         guard_remaining=draw(st.integers(0, 10)),
         guard_seq=draw(marks),
         guard_obs=draw(st.lists(st.tuples(texts, texts, texts), max_size=4)),
+        guard_policy=draw(policies),
         tool_seq=draw(marks),
         life_seq=draw(marks),
         ended_seq=draw(marks),
         life_done=draw(marks),
-        held=draw(st.lists(st.tuples(seqs, st.sampled_from(["compaction", "run_end"])))),
+        held=draw(st.lists(st.tuples(seqs, st.sampled_from(["compaction", "run_end"]), policies))),
         critical_loops=draw(st.integers(0, 3) | st.integers(0, 2**70)),
     )
 
@@ -98,7 +100,7 @@ def test_unpack_gives_back_the_state_pack_packed(state: RunState) -> None:
 
 @given(
     st.integers(0, 2**53),  # counts past 2**53 are no JSON (JavaScript) integer
-    st.sampled_from([RunState(), RunState(tool_seq=4, held=[(6, "run_end")])]),
+    st.sampled_from([RunState(), RunState(tool_seq=4, held=[(6, "run_end", None)])]),
 )
 def test_the_json_form_keeps_the_runs_critical_verdicts(
     critical_loops: int, base: RunState

@@ -168,3 +168,30 @@ def test_outcome_for_an_unrecorded_call_still_lands() -> None:
     run = RunScript()
     state, _ = run_all([run.result("read", {"p": 1}, result=text_result("x"))])
     assert len(state.history) == 1 and state.history[0].result_hash is not None
+
+
+def test_an_armed_guard_keeps_its_compactions_policy_whatever_the_outcomes_are_decided_with() -> (
+    None
+):
+    # The compaction is decided by a 3-result window (version A), the outcomes after it by a
+    # 2-result one (version B), as across a policy switch on one input topic only. In seq
+    # order and with the compaction delivered after the outcomes, the guard fires at the 3rd
+    # identical outcome, named by version A (docs/policy.md, "Where a switch applies").
+    armed = replace(OFF, policy_version="A")
+    later = replace(OFF, post_compaction_window_size=2, policy_version="B")
+    run = RunScript("g-switch")
+    first = run.both("read", {"p": "/x"}, **ERR)
+    compaction = run.compaction()
+    outcomes = [e for _ in range(3) for e in run.both("read", {"p": "/x"}, **ERR)]
+
+    in_order, late = RunState(), RunState()
+    seq_order = [d.to_wire() for e in first for d in process_event(in_order, e, later)]
+    seq_order += [d.to_wire() for d in process_event(in_order, compaction, armed)]
+    seq_order += [d.to_wire() for e in outcomes for d in process_event(in_order, e, later)]
+    delivered_late = [d.to_wire() for e in first + outcomes for d in process_event(late, e, later)]
+    delivered_late += [d.to_wire() for d in process_event(late, compaction, armed)]
+
+    assert seq_order == delivered_late
+    assert aborts(seq_order) == [(outcomes[-1]["event_id"], 3, "read")]
+    assert {d["policy_version"] for d in seq_order if d.get("action") == "abort"} == {"A"}
+    assert in_order.guard_policy is None and late.guard_policy is None  # ended with the abort

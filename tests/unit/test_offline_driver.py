@@ -137,11 +137,12 @@ def _full_state() -> RunState:
         guard_remaining=2,
         guard_seq=4,
         guard_obs=[("read", "read:h", "r:h")],
+        guard_policy=(3, True, "sha256:0123456789abcdef"),
         tool_seq=5,
         life_seq=4,
         ended_seq=None,
         life_done=4,
-        held=[(9, "run_end")],
+        held=[(9, "run_end", None), (10, "compaction", (2, False, None))],
         critical_loops=1,
     )
 

@@ -69,7 +69,7 @@ def test_held_run_end_applies_once_the_tool_events_right_before_it_are_in() -> N
     calls = run.both("read", {}, **ERR)
     end = run.end()  # seq 3, right after the result at seq 2
     state, _ = decide([end, calls[0]])
-    assert not state.is_ended and state.held == [(3, "run_end")]
+    assert not state.is_ended and state.held == [(3, "run_end", None)]
     process_event(state, calls[1], GUARD_ONLY)
     assert state.is_ended and state.held == [] and state.history == []
 
@@ -82,7 +82,7 @@ def test_with_a_seq_gap_a_held_run_end_waits_for_a_later_tool_event() -> None:
     state, _ = decide(calls + [end])
     assert not state.is_ended and len(state.history) == 1
     restored = RunState.from_json(state.to_json())
-    assert restored.held == [(end["seq"], "run_end")]
+    assert restored.held == [(end["seq"], "run_end", None)]
     process_event(restored, run.call("read", {}), GUARD_ONLY)  # the next run under this id
     assert not restored.is_ended and len(restored.history) == 1
     assert restored.history[0].seq == end["seq"] + 1
@@ -92,7 +92,8 @@ def test_a_redelivered_held_life_event_is_a_duplicate() -> None:
     run = RunScript()
     compaction = run.compaction()
     state, _ = decide([compaction, compaction])
-    assert state.held == [(1, "compaction")]
+    # held once, with the guard policy it was read under (window, enforce, version)
+    assert state.held == [(1, "compaction", (GUARD_ONLY.post_compaction_window_size, True, None))]
 
 
 def test_a_run_end_read_after_a_newer_runs_tool_events_leaves_the_state_to_the_ttl() -> None:

@@ -415,8 +415,9 @@ def test_a_merged_replay_applies_each_topic_partitions_switches_at_its_offsets(
 ) -> None:
     # Run b's compaction (compactions offset 0) comes before the compactions partition's
     # switch to a 2-result window, run a's (offset 2) after it. Each compaction follows a
-    # call and its result, then 5 identical reads: OLD's guard aborts at the 3rd; the short
-    # window closes before it. In seq order the switch comes first: its offset decides.
+    # call and its result, then 5 identical reads: OLD's guard aborts at the 3rd identical
+    # result (seq 9), the short window's at the 2nd (seq 7), each named by the version its
+    # compaction armed the guard with. In seq order the switch comes first: its offset decides.
     a, b = RunScript("a"), RunScript("b")
     tool_calls = [orjson.dumps(e) for r in (a, b) for e in r.both("ls", {}, result="x")]
     compactions = [orjson.dumps(b.compaction()), switch(SHORT_WINDOW_DOC),
@@ -428,4 +429,5 @@ def test_a_merged_replay_applies_each_topic_partitions_switches_at_its_offsets(
     outputs, stats = (replay_local(spec, items) if jobs == 1
                       else replay_sharded(spec, items, jobs))  # fmt: skip
     decided = _guard_aborts([line for o in outputs for line in o.data.splitlines()])
-    assert (decided, stats.rejected) == ([("b", 9, OLD.version)], 0)
+    short = load_policy(SHORT_WINDOW_DOC).version
+    assert (decided, stats.rejected) == ([("a", 7, short), ("b", 9, OLD.version)], 0)

@@ -26,7 +26,14 @@ import orjson
 from loopguard_fleet.config.defaults import fleet_topic_of
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.detectors.fleet import FleetSettings
-from loopguard_fleet.streams.processing.fleet import FleetTask, observation_record, tick_record
+from loopguard_fleet.detectors.fleet.tools import top_tools
+from loopguard_fleet.streams.processing.fleet import (
+    FleetTask,
+    observation_record,
+    signal_key,
+    tick_record,
+    tool_use_record,
+)
 from loopguard_fleet.streams.processing.fleet_partition import PartitionFleet
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.wire.codec import encode
@@ -79,6 +86,10 @@ class FleetLink:
         send, topic = self.gate.send, self.topic
         for obs in self.stage.take():
             send(topic, obs.signature.encode(), encode(observation_record(obs)))
+        for use in self.stage.take_uses():  # keyed by tool: one fleet task judges each tool
+            send(
+                topic, signal_key({"kind": "tool", "tool": use.tool}), encode(tool_use_record(use))
+            )
         latest = self.stage.latest_ms
         if latest is None or (
             self.ticked_ms is not None and latest < self.ticked_ms + TICK_EVERY_MS
@@ -164,9 +175,10 @@ def install_fleet(
     checkpoint = FleetCheckpoint(task, store, gate, name)
 
     def publish(decision_payload: dict[str, Any]) -> None:
-        key = str(decision_payload["signature"]).encode()
-        value = encode(decision_payload)
+        key, value = signal_key(decision_payload), encode(decision_payload)
         gate.send(wiring.control, key, value)
+        if decision_payload.get("kind") == "tool":  # tool health decides no call: control only
+            return
         for p in range(settings.partitions):  # each input partition applies it in its order
             gate.send(tool_calls, key, value, p)
 
@@ -200,11 +212,17 @@ def install_fleet(
         else:
             for d in changes:
                 publish(d.to_wire())
-                metrics.fleet_signals.labels(state=d.payload["state"]).inc()
+                counter = (
+                    metrics.fleet_tool_signals if "kind" in d.payload else metrics.fleet_signals
+                )
+                counter.labels(state=d.payload["state"]).inc()
 
     def count() -> None:
         """The task's firing signatures and what it dropped since the last batch."""
         metrics.fleet_firing.set(task.firing)
+        if fleet.tool_health.enabled:
+            metrics.fleet_tools_firing.set(task.tools_firing)
+            metrics.set_tool_ratios(top_tools(task.tool_ratios()))
         late, full = task.take_dropped()  # a state loaded again is not counted again
         metrics.fleet_dropped.labels(reason="late").inc(late)
         metrics.fleet_dropped.labels(reason="full").inc(full)

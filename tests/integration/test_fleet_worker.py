@@ -1,7 +1,8 @@
 """Fleet signals in a live worker on the real broker (docs/fleet.md): an outage across runs
 fires a signal, a runtime client repeating the failing call is blocked at its 4th call
 naming the fleet evidence, and the signal resolves once the outage's windows are over; the
-recorded topics, replayed through the same core, give the live control output byte for byte.
+failing tool's health signal fires and resolves too; the recorded topics, replayed through
+the same core, give the live control output byte for byte.
 
 Event time is the client's own clock (the events' `ts`), moved by the test: no waiting for
 windows to pass.
@@ -38,7 +39,13 @@ WINDOW_S = 5
 POLICY = {
     "tools": {"loopDetection": {"enabled": True}},
     "loopguard": {
-        "fleet": {"enabled": True, "windowSeconds": WINDOW_S, "minRuns": 3, "earlyAction": "block"}
+        "fleet": {
+            "enabled": True,
+            "windowSeconds": WINDOW_S,
+            "minRuns": 3,
+            "earlyAction": "block",
+            "toolHealth": {"enabled": True, "minRuns": 3, "errorRatio": 0.5},
+        }
     },
 }
 READ = {"path": "/etc/app.yaml"}
@@ -75,12 +82,34 @@ class Clock:
         return self.ms
 
 
-def signals(messages: Sequence[Message], state: str) -> list[dict[str, object]]:
+def signals(
+    messages: Sequence[Message], state: str, kind: str | None = None
+) -> list[dict[str, object]]:
+    """The `fleet_signal` messages in a state: a signature's (kind None) or a tool's."""
     return [
         m.json
         for m in messages
-        if m.json and m.json.get("type") == "fleet_signal" and m.json["state"] == state
+        if m.json
+        and m.json.get("type") == "fleet_signal"
+        and m.json["state"] == state
+        and m.json.get("kind") == kind
     ]
+
+
+def tool_signals(messages: Sequence[Message]) -> tuple[list[str], dict[str, object]]:
+    """The failing tool's health signal: its states in order (one per id), and its firing."""
+    seen = {str(s["id"]): s for s in signals(messages, "firing", "tool")}
+    seen |= {str(s["id"]): s for s in signals(messages, "resolved", "tool")}
+    ordered = sorted(seen.values(), key=lambda s: (s["at_ms"], s["state"] == "firing"))  # type: ignore[arg-type,return-value]
+    [firing] = [s for s in ordered if s["state"] == "firing"]
+    assert {s["signal_id"] for s in ordered} == {firing["signal_id"]}
+    assert firing["tool"] == "read" and firing["runs"] >= 3 and firing["ratio"] >= 0.5  # type: ignore[operator]
+    return [str(s["state"]) for s in ordered], firing
+
+
+def both_resolved(messages: Sequence[Message]) -> bool:
+    """The signature's and the tool's signals both resolved."""
+    return bool(signals(messages, "resolved")) and bool(signals(messages, "resolved", "tool"))
 
 
 async def outage(client: RuntimeClient, clock: Clock) -> None:
@@ -148,11 +177,12 @@ async def test_an_outage_fires_blocks_a_runtime_early_and_resolves(
         healthy = client.run("healthy", agent_id="agent-0", start_seq=2)
         await healthy.tool_call("read", {"path": "README.md"})
         await client.flush()
-        control = await kafka.consume_until(
-            topics.control, lambda ms: bool(signals(ms, "resolved")), 30
-        )
+        control = await kafka.consume_until(topics.control, both_resolved, 30)
     [resolved] = signals(control, "resolved")
     assert resolved["signal_id"] == firing["signal_id"]
+    states, tool = tool_signals(control)
+    assert states == ["firing", "resolved"]
+    assert set(tool["sample_run_ids"]) <= {f"broken-{i}" for i in range(4)} | {"late"}  # type: ignore[arg-type]
     blocks = [m.json for m in control if m.json and m.json.get("command") == "block_call"]
     assert [b["run_id"] for b in blocks] == ["late"] and blocks[0]["detector"] == "fleet_signal"
 
@@ -160,6 +190,8 @@ async def test_an_outage_fires_blocks_a_runtime_early_and_resolves(
     body = await worker.wait_until("/metrics", lambda b: resolved_line in b, 20)
     assert 'loopguard_fleet_signals_total{state="firing"} 1.0' in body
     assert "loopguard_fleet_signatures_firing 0.0" in body
+    assert 'loopguard_fleet_tool_signals_total{state="resolved"} 1.0' in body
+    assert "loopguard_fleet_tools_firing 0.0" in body
     early = 'loopguard_detections_total{detector="fleet_signal",level="critical",mode="enforce"}'
     assert f"{early} 1.0" in body
 
@@ -177,7 +209,7 @@ async def test_an_outage_fires_blocks_a_runtime_early_and_resolves(
     recomputed = recompute_fleet_signals(policy.fleet, [record(m) for m in fleet])
     live_signals = [m.value or b"" for m in control if m.json.get("type") == "fleet_signal"]
     assert by_key(recomputed, "signature") == by_key(live_signals, "signature")
-    assert len(live_signals) == 2
+    assert len(live_signals) == 4  # the signature's and the tool's, firing and resolved
 
 
 def record(m: Message) -> InputRecord:
@@ -189,7 +221,8 @@ def by_key(values: list[bytes], field: str) -> dict[object, list[bytes]]:
     """Control messages grouped by run (or signature), each group in its order."""
     out: dict[object, list[bytes]] = {}
     for v in values:
-        out.setdefault(orjson.loads(v)[field], []).append(v)
+        doc = orjson.loads(v)
+        out.setdefault(doc.get(field, ("tool", doc.get("tool"))), []).append(v)
     return out
 
 
@@ -272,9 +305,10 @@ async def test_a_worker_killed_during_an_outage_fires_once_and_resolves_once_res
         healthy = client.run("healthy", agent_id="agent-0", start_seq=2)
         await healthy.tool_call("read", {"path": "README.md"})
         await client.flush()
-        control = await kafka.consume_until(
-            topics.control, lambda ms: bool(signals(ms, "resolved")), 60
-        )
+        control = await kafka.consume_until(topics.control, both_resolved, 60)
     firing, resolved = signals(control, "firing"), signals(control, "resolved")
     assert [len(firing), len(resolved)] == [1, 1]
     assert resolved[0]["signal_id"] == firing[0]["signal_id"]
+    # The tool's counts were restored with the fleet state: one signal, resolved by its id.
+    states, _ = tool_signals(control)
+    assert states == ["firing", "resolved"]

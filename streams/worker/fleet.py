@@ -10,12 +10,14 @@ partition of the tool-calls topic, where each worker applies it to its partition
 Everything goes out through the commit gate (streams/worker/commit_gate.py). Each fleet
 partition's state is written to the run table at every checkpoint (`FleetCheckpoint`, under
 `state_key(partition)`: the fleet topic is co-partitioned with the input topics, so the same
-worker owns both), and the commit passes a fleet record only once a written state counts it:
-a restarted or rebalanced worker loads the state and skips the records it already counts.
+worker owns both; a large state as chunks under a manifest written last), and the commit
+passes a fleet record only once a written state counts it: a restarted or rebalanced worker
+loads the state and skips the records it already counts.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,11 +48,16 @@ from loopguard_fleet.streams.worker.faust.internals import TableStore
 from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
 
 __all__ = [
+    "MANIFEST_PREFIX",
     "SNAPSHOT_MAX_BYTES",
     "TICK_EVERY_MS",
     "FleetCheckpoint",
     "FleetLink",
+    "chunk_key",
     "install_fleet",
+    "join_state",
+    "split_state",
+    "stale_chunks",
     "state_key",
 ]
 
@@ -60,15 +67,88 @@ log = logging.getLogger(__name__)
 #: signals' delay after the last contribution, resolutions included).
 TICK_EVERY_MS: Final = 500
 #: The largest fleet state written as one table record (a producer request is 1 MiB at
-#: most). A larger one is not written: its partition's commit waits until the state shrinks,
-#: and a restart reads the fleet records since the last state written again.
+#: most). A larger one is split into chunks of this size under keys of their own, and the
+#: state's key gets a manifest naming them, written last (`split_state`, `join_state`).
 SNAPSHOT_MAX_BYTES: Final = 768 * 1024
+#: What a manifest starts with: a state (`FleetTask.dump`, JSON) never starts with a NUL.
+MANIFEST_PREFIX: Final = b"\x00loopguard-fleet-chunks:"
 
 
 def state_key(partition: int) -> bytes:
     """The run-table key of a fleet partition's state: bytes no run id's UTF-8 key can hold
     (the partition is in it, so a store shared by partitions keeps them apart)."""
     return b"\xff\xfeloopguard-fleet-windows:%d" % partition
+
+
+def chunk_key(partition: int, generation: int, index: int) -> bytes:
+    """The run-table key of one chunk of a large fleet state (`split_state`)."""
+    return state_key(partition) + b"\x1f%d\x1f%d" % (generation, index)
+
+
+def split_state(
+    partition: int, generation: int, value: bytes, chunk_bytes: int = SNAPSHOT_MAX_BYTES
+) -> list[tuple[bytes, bytes]]:
+    """The table records that store a fleet partition's state, in write order: the state
+    itself under `state_key` when it fits in one record; else its chunks under keys of this
+    generation (the offset it reaches), then the manifest under `state_key`. Written in this
+    order to one changelog partition, a manifest is never read without its chunks; the chunks
+    of the state it replaces stay until it is written (`stale_chunks`)."""
+    if len(value) <= chunk_bytes:
+        return [(state_key(partition), value)]
+    chunks = [value[i : i + chunk_bytes] for i in range(0, len(value), chunk_bytes)]
+    out = [(chunk_key(partition, generation, i), c) for i, c in enumerate(chunks)]
+    manifest = {
+        "generation": generation,
+        "chunks": len(chunks),
+        "bytes": len(value),
+        "sha256": hashlib.sha256(value).hexdigest(),
+    }
+    out.append((state_key(partition), MANIFEST_PREFIX + orjson.dumps(manifest)))
+    return out
+
+
+def _manifest(head: bytes | None) -> dict[str, Any] | None:
+    """The manifest a state key holds, None when it holds a state (or nothing)."""
+    if head is None or not head.startswith(MANIFEST_PREFIX):
+        return None
+    try:
+        doc = orjson.loads(head[len(MANIFEST_PREFIX) :])
+    except orjson.JSONDecodeError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def join_state(partition: int, get: Callable[[bytes], bytes | None]) -> bytes | None:
+    """A fleet partition's stored state, from one record or from the chunks its manifest
+    names; None (the partition starts afresh, logged) when a chunk is missing or differs."""
+    head = get(state_key(partition))
+    manifest = _manifest(head)
+    if manifest is None:
+        return head
+    try:
+        generation, count = int(manifest["generation"]), int(manifest["chunks"])
+        digest = manifest["sha256"]
+    except (KeyError, TypeError, ValueError):
+        generation, count, digest = 0, 0, None
+    parts = [get(chunk_key(partition, generation, i)) for i in range(count)]
+    value = b"".join(p for p in parts if p is not None)
+    if digest is None or None in parts or hashlib.sha256(value).hexdigest() != digest:
+        log.warning("fleet partition %d: chunked state not loaded (a chunk missing)", partition)
+        return None
+    return value
+
+
+def stale_chunks(partition: int, head: bytes | None, generation: int | None) -> list[bytes]:
+    """The chunk keys of the manifest `head` (the state before a write), unless they are of
+    `generation` (the state written: its own chunks)."""
+    manifest = _manifest(head)
+    if not manifest or manifest.get("generation") == generation:
+        return []
+    try:
+        old, count = int(manifest["generation"]), int(manifest["chunks"])
+    except (KeyError, TypeError, ValueError):
+        return []
+    return [chunk_key(partition, old, i) for i in range(count)]
 
 
 @dataclass(slots=True)
@@ -114,7 +194,8 @@ class FleetCheckpoint:
 
     def load(self, partition: int) -> None:
         """A fleet partition's state from the table, on its first record since assignment."""
-        if self.task.load(partition, self.store.get(partition, state_key(partition))):
+        stored = join_state(partition, lambda key: self.store.get(partition, key))
+        if self.task.load(partition, stored):
             self.taken[partition] = self.task.offsets[partition]
 
     def take_snapshots(self) -> Callable[[], None] | None:
@@ -125,12 +206,6 @@ class FleetCheckpoint:
             if self.taken.get(partition) == offset:
                 continue
             value = self.task.dump(partition)
-            if len(value) > SNAPSHOT_MAX_BYTES:
-                log.warning(
-                    "fleet partition %d: state of %d bytes not written (over %d); its records "
-                    "stay uncommitted", partition, len(value), SNAPSHOT_MAX_BYTES,
-                )  # fmt: skip
-                continue
             self.taken[partition] = offset
             self.gate.read(self.topic, partition, offset - 1)
             states.append((partition, offset, value))
@@ -141,7 +216,13 @@ class FleetCheckpoint:
         next owner's state is not this worker's to write)."""
         for partition, offset, value in states:
             if partition in self.task.offsets and self.taken.get(partition) == offset:
-                self.store.put(partition, state_key(partition), value)
+                records = split_state(partition, offset, value)
+                head = self.store.get(partition, state_key(partition))
+                for key, record in records:
+                    self.store.put(partition, key, record)
+                chunked = len(records) > 1
+                for key in stale_chunks(partition, head, offset if chunked else None):
+                    self.store.delete(partition, key)  # after the manifest that replaced them
 
     def untake_snapshots(self) -> None:
         """Take every partition's state again at the next checkpoint."""

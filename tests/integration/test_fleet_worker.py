@@ -312,3 +312,38 @@ async def test_a_worker_killed_during_an_outage_fires_once_and_resolves_once_res
     # The tool's counts were restored with the fleet state: one signal, resolved by its id.
     states, _ = tool_signals(control)
     assert states == ["firing", "resolved"]
+
+
+def contribution(signature: str, run: str, ts: int) -> bytes:
+    """A fleet topic record as a worker sends one for a run's retried failure."""
+    record = {
+        "type": "fleet_observation", "signature": signature, "tool": "read", "run_id": run,
+        "agent_id": f"agent-{run}", "ts": ts, "streak": 1, "is_failure": True,
+    }  # fmt: skip
+    return orjson.dumps(record)
+
+
+async def test_a_fleet_state_larger_than_one_record_survives_a_restart(
+    start_worker: Callable[..., WorkerProcess], topics: TopicSet, kafka: KafkaIO
+) -> None:
+    """6,000 single-run signatures on one fleet partition (about 1 MB of state, over a table
+    record's budget) and two runs of one more: the state is written in chunks, the commit
+    passes, and a worker restarted on another data dir counts a third run of that signature
+    as the third: it fires with 3 runs."""
+    worker = await started(start_worker)
+    topic, now = fleet_topic_of(topics.group_id), Clock().ms
+    stuck = "5" * 32
+    filler = [contribution(f"{i:032x}", f"filler-{i}", now) for i in range(6_000)]
+    first_two = [contribution(stuck, f"stuck-{i}", now + i) for i in range(2)]
+    await kafka.produce_raw(topic, filler + first_two, key=b"one-partition")
+    await fleet_committed_to_its_end(kafka, topics)  # the state that counts them is written
+    worker.kill()
+    start_worker()  # another data dir: the state comes from the changelog
+    tick = orjson.dumps({"type": "fleet_tick", "ts": now + 2_000})
+    await kafka.produce_raw(
+        topic, [contribution(stuck, "stuck-2", now + 2), tick], key=b"one-partition"
+    )
+    control = await kafka.consume_until(topics.control, lambda ms: bool(signals(ms, "firing")), 60)
+    [firing] = signals(control, "firing")
+    assert (firing["signature"], firing["runs"]) == (stuck, 3)
+    assert firing["sample_run_ids"] == ["stuck-0", "stuck-1", "stuck-2"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from loopguard_fleet.detectors.fleet.contribution import Observation
 from loopguard_fleet.detectors.outcome_facts import retool_2026_9
@@ -57,9 +57,9 @@ SAMPLE_RUNS: Final = 3
 Bad = Literal["error", "no_progress"]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolUse:
-    """One run calling a tool at an event time; `bad`: the call was a contribution, and how."""
+class ToolUse(NamedTuple):
+    """One run calling a tool at an event time; `bad`: the call was a contribution, and how.
+    (A named tuple: one is built per tool_call, and a frozen dataclass builds slower.)"""
 
     tool: str
     run_id: str

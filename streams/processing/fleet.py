@@ -79,6 +79,13 @@ def signal_decision(change: SignalChange) -> Decision:
     return Decision("fleet_signal", did, "", payload)
 
 
+def _at_ms(decision: Decision) -> int:
+    """The event time of a `fleet_signal` decision's change."""
+    at = decision.payload["at_ms"]
+    assert isinstance(at, int)
+    return at
+
+
 def signal_key(payload: dict[str, JSON]) -> bytes:
     """The control-topic key of a `fleet_signal`: its signature's, or for a tool's health
     `tool<US><tool>` (the key of the tool's uses on the fleet topic too)."""
@@ -205,7 +212,7 @@ class OrderedFleet:
         out = [signal_decision(c) for c in changes]
         if self.tools is not None:
             out += [tool_decision(c) for c in self.tools.advance(mark)]
-            out.sort(key=lambda d: d.payload["at_ms"])  # type: ignore[arg-type,return-value]
+            out.sort(key=_at_ms)  # stable: a signature's change first at one event time
         return out
 
     def contribute(self, obs: Observation) -> None:
@@ -264,7 +271,8 @@ def observation_record(obs: Observation) -> dict[str, JSON]:
 
 
 def tool_use_record(use: ToolUse) -> dict[str, JSON]:
-    """A tool use as the fleet topic carries it (keyed by `tool_key`)."""
+    """A tool use as the fleet topic carries it (keyed by its tool, as `signal_key` keys a
+    tool's signal)."""
     return {
         "type": "fleet_tool_use",
         "tool": use.tool,

@@ -133,7 +133,9 @@ def join_state(partition: int, get: Callable[[bytes], bytes | None]) -> bytes | 
     parts = [get(chunk_key(partition, generation, i)) for i in range(count)]
     value = b"".join(p for p in parts if p is not None)
     if digest is None or None in parts or hashlib.sha256(value).hexdigest() != digest:
-        log.warning("fleet partition %d: chunked state not loaded (a chunk missing)", partition)
+        log.warning(
+            "fleet partition %d: chunked state not loaded (a chunk missing, changed)", partition
+        )
         return None
     return value
 

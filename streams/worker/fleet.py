@@ -56,6 +56,7 @@ __all__ = [
     "chunk_key",
     "install_fleet",
     "join_state",
+    "next_slot",
     "split_state",
     "stale_chunks",
     "state_key",
@@ -80,25 +81,33 @@ def state_key(partition: int) -> bytes:
     return b"\xff\xfeloopguard-fleet-windows:%d" % partition
 
 
-def chunk_key(partition: int, generation: int, index: int) -> bytes:
+def chunk_key(partition: int, slot: int, index: int) -> bytes:
     """The run-table key of one chunk of a large fleet state (`split_state`)."""
-    return state_key(partition) + b"\x1f%d\x1f%d" % (generation, index)
+    return state_key(partition) + b"\x1f%d\x1f%d" % (slot, index)
+
+
+def next_slot(head: bytes | None) -> int:
+    """The chunk slot (0 or 1) a new large state goes to: not the one the stored manifest
+    `head` names, so that its chunks stay whole until the new manifest replaces it."""
+    manifest = _manifest(head)
+    return 1 - manifest["slot"] if manifest and manifest.get("slot") in (0, 1) else 0
 
 
 def split_state(
-    partition: int, generation: int, value: bytes, chunk_bytes: int = SNAPSHOT_MAX_BYTES
+    partition: int, slot: int, value: bytes, chunk_bytes: int = SNAPSHOT_MAX_BYTES
 ) -> list[tuple[bytes, bytes]]:
     """The table records that store a fleet partition's state, in write order: the state
     itself under `state_key` when it fits in one record; else its chunks under keys of this
-    generation (the offset it reaches), then the manifest under `state_key`. Written in this
-    order to one changelog partition, a manifest is never read without its chunks; the chunks
-    of the state it replaces stay until it is written (`stale_chunks`)."""
+    slot (`next_slot`), then the manifest under `state_key`. Written in this order to one
+    changelog partition, a manifest is never read without its chunks, and the state it
+    replaces stays whole in the other slot until it is written (`stale_chunks`). Two slots
+    bound what a crash between the writes and the deletes can leave behind."""
     if len(value) <= chunk_bytes:
         return [(state_key(partition), value)]
     chunks = [value[i : i + chunk_bytes] for i in range(0, len(value), chunk_bytes)]
-    out = [(chunk_key(partition, generation, i), c) for i, c in enumerate(chunks)]
+    out = [(chunk_key(partition, slot, i), c) for i, c in enumerate(chunks)]
     manifest = {
-        "generation": generation,
+        "slot": slot,
         "chunks": len(chunks),
         "bytes": len(value),
         "sha256": hashlib.sha256(value).hexdigest(),
@@ -118,6 +127,14 @@ def _manifest(head: bytes | None) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else {}
 
 
+def _chunks_of(manifest: dict[str, Any]) -> tuple[int, int] | None:
+    """The (slot, chunk count) a manifest names, None when it is malformed."""
+    slot, count = manifest.get("slot"), manifest.get("chunks")
+    if slot not in (0, 1) or type(count) is not int or count < 0:
+        return None
+    return slot, count
+
+
 def join_state(partition: int, get: Callable[[bytes], bytes | None]) -> bytes | None:
     """A fleet partition's stored state, from one record or from the chunks its manifest
     names; None (the partition starts afresh, logged) when a chunk is missing or differs."""
@@ -125,32 +142,24 @@ def join_state(partition: int, get: Callable[[bytes], bytes | None]) -> bytes | 
     manifest = _manifest(head)
     if manifest is None:
         return head
-    try:
-        generation, count = int(manifest["generation"]), int(manifest["chunks"])
-        digest = manifest["sha256"]
-    except (KeyError, TypeError, ValueError):
-        generation, count, digest = 0, 0, None
-    parts = [get(chunk_key(partition, generation, i)) for i in range(count)]
+    slot, count = _chunks_of(manifest) or (0, 0)
+    parts = [get(chunk_key(partition, slot, i)) for i in range(count)]
     value = b"".join(p for p in parts if p is not None)
-    if digest is None or None in parts or hashlib.sha256(value).hexdigest() != digest:
-        log.warning(
-            "fleet partition %d: chunked state not loaded (a chunk missing, changed)", partition
-        )
+    if None in parts or hashlib.sha256(value).hexdigest() != manifest.get("sha256"):
+        log.warning("fleet partition %d: chunked state not loaded (a chunk missing)", partition)
         return None
     return value
 
 
-def stale_chunks(partition: int, head: bytes | None, generation: int | None) -> list[bytes]:
-    """The chunk keys of the manifest `head` (the state before a write), unless they are of
-    `generation` (the state written: its own chunks)."""
+def stale_chunks(partition: int, head: bytes | None) -> list[bytes]:
+    """The chunk keys of the manifest `head` (the state a write replaced), to delete once the
+    new state is written."""
     manifest = _manifest(head)
-    if not manifest or manifest.get("generation") == generation:
+    chunks = _chunks_of(manifest) if manifest else None
+    if chunks is None:
         return []
-    try:
-        old, count = int(manifest["generation"]), int(manifest["chunks"])
-    except (KeyError, TypeError, ValueError):
-        return []
-    return [chunk_key(partition, old, i) for i in range(count)]
+    slot, count = chunks
+    return [chunk_key(partition, slot, i) for i in range(count)]
 
 
 @dataclass(slots=True)
@@ -218,13 +227,11 @@ class FleetCheckpoint:
         next owner's state is not this worker's to write)."""
         for partition, offset, value in states:
             if partition in self.task.offsets and self.taken.get(partition) == offset:
-                records = split_state(partition, offset, value)
                 head = self.store.get(partition, state_key(partition))
-                for key, record in records:
+                for key, record in split_state(partition, next_slot(head), value):
                     self.store.put(partition, key, record)
-                chunked = len(records) > 1
-                for key in stale_chunks(partition, head, offset if chunked else None):
-                    self.store.delete(partition, key)  # after the manifest that replaced them
+                for key in stale_chunks(partition, head):
+                    self.store.delete(partition, key)  # after the state that replaced them
 
     def untake_snapshots(self) -> None:
         """Take every partition's state again at the next checkpoint."""

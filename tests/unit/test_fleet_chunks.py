@@ -14,6 +14,7 @@ from loopguard_fleet.streams.worker.fleet import (
     FleetCheckpoint,
     chunk_key,
     join_state,
+    next_slot,
     split_state,
     stale_chunks,
     state_key,
@@ -60,28 +61,29 @@ def big_task(signatures: int) -> FleetTask:
 
 
 def test_a_state_that_fits_is_one_record_and_a_large_one_chunks_with_the_manifest_last() -> None:
-    assert split_state(3, 7, b"{}") == [(state_key(3), b"{}")]
+    assert split_state(3, 1, b"{}") == [(state_key(3), b"{}")]
     value = bytes(range(256)) * 10
-    records = split_state(3, 7, value, chunk_bytes=1000)
-    assert [k for k, _ in records] == [chunk_key(3, 7, i) for i in range(3)] + [state_key(3)]
+    records = split_state(3, 1, value, chunk_bytes=1000)
+    assert [k for k, _ in records] == [chunk_key(3, 1, i) for i in range(3)] + [state_key(3)]
     stored = dict(records)
     assert join_state(3, stored.get) == value
 
 
 def test_a_partial_write_is_never_loaded() -> None:
     old, new = b"o" * 2500, b"n" * 2600
-    stored = dict(split_state(0, 1, old, chunk_bytes=1000))
+    stored = dict(split_state(0, next_slot(None), old, chunk_bytes=1000))
+    head = stored[state_key(0)]
+    slot = next_slot(head)
+    assert slot == 1  # the other slot: the stored state's chunks stay whole meanwhile
     # The new state's chunks are written, its manifest not yet: the old state loads whole.
-    stored.update(split_state(0, 2, new, chunk_bytes=1000)[:-1])
+    stored.update(split_state(0, slot, new, chunk_bytes=1000)[:-1])
     assert join_state(0, stored.get) == old
-    stored.update(split_state(0, 2, new, chunk_bytes=1000)[-1:])
+    stored.update(split_state(0, slot, new, chunk_bytes=1000)[-1:])
     assert join_state(0, stored.get) == new
-    # Its old chunks go only once the new manifest is written, and never its own.
-    assert stale_chunks(0, dict(split_state(0, 1, old, 1000))[state_key(0)], 2) == [
-        chunk_key(0, 1, i) for i in range(3)
-    ]
-    assert stale_chunks(0, stored[state_key(0)], 2) == []
-    del stored[chunk_key(0, 2, 1)]
+    # The replaced state's chunks go once the new manifest is written.
+    assert stale_chunks(0, head) == [chunk_key(0, 0, i) for i in range(3)]
+    assert next_slot(stored[state_key(0)]) == 0
+    del stored[chunk_key(0, 1, 1)]
     assert join_state(0, stored.get) is None  # a chunk missing: start afresh, never half
 
 

@@ -161,7 +161,7 @@ class ToolWindows:
         self.max_tools = max_tools
         self.max_runs = max_runs
         self.buckets: dict[int, dict[str, _Bucket]] = {}  # bucket start → tool → uses
-        self.firing: dict[str, tuple[str, int]] = {}  # tool → (signal id, last window judged)
+        self.firing: dict[str, str] = {}  # tool → its signal id
         self.judged_ms: int | None = None  # start of the last window judged
         self.latest: dict[str, ToolRatio] = {}  # the last closed window's tools
         self.dropped_late = 0
@@ -238,18 +238,15 @@ class ToolWindows:
             if runs:
                 latest[tool] = ToolRatio(len(runs), len(bad), len(errors), len(stuck), ratio)
             unhealthy = len(runs) >= self.min_runs and ratio >= self.error_ratio
-            firing = self.firing.get(tool)
-            if unhealthy == (firing is not None):
-                if firing is not None:
-                    self.firing[tool] = (firing[0], start)
-                continue
+            if unhealthy == (tool in self.firing):
+                continue  # still healthy, or still firing
             end = start + self.window_ms
             if unhealthy:
                 sid = tool_signal_id(tool, end)
-                self.firing[tool] = (sid, start)
+                self.firing[tool] = sid
                 state: Literal["firing", "resolved"] = "firing"
             else:
-                sid = self.firing.pop(tool)[0]
+                sid = self.firing.pop(tool)
                 state = "resolved"
             firsts = [b.first_ms for b in parts if b.first_ms is not None]
             lasts = [b.last_ms for b in parts if b.last_ms is not None]
@@ -278,7 +275,7 @@ class ToolWindows:
                 ]
                 for start, tools in sorted(self.buckets.items())
             ],
-            "firing": [[tool, sid, at] for tool, (sid, at) in sorted(self.firing.items())],
+            "firing": sorted([tool, sid] for tool, sid in self.firing.items()),
             "latest": [
                 [tool, r.runs, r.bad_runs, r.error_runs, r.no_progress_runs, r.ratio]
                 for tool, r in sorted(self.latest.items())
@@ -300,7 +297,7 @@ class ToolWindows:
             }
             for start, tools in state["buckets"]
         }
-        self.firing = {tool: (sid, at) for tool, sid, at in state["firing"]}
+        self.firing = {tool: sid for tool, sid in state["firing"]}
         self.latest = {tool: ToolRatio(*counts) for tool, *counts in state["latest"]}
         return True
 

@@ -107,6 +107,21 @@ def tool_signals(messages: Sequence[Message]) -> tuple[list[str], dict[str, obje
     return [str(s["state"]) for s in ordered], firing
 
 
+def bad_uses_of(first: int, end: int) -> Callable[[Sequence[Message]], bool]:
+    """True once the fleet topic holds a bad tool use of each of these broken runs."""
+    want = {f"broken-{i}" for i in range(first, end)}
+
+    def seen(messages: Sequence[Message]) -> bool:
+        bad = {
+            m.json["run_id"]
+            for m in messages
+            if m.json and m.json.get("type") == "fleet_tool_use" and m.json.get("bad")
+        }
+        return want <= bad
+
+    return seen
+
+
 def both_resolved(messages: Sequence[Message]) -> bool:
     """The signature's and the tool's signals both resolved."""
     return bool(signals(messages, "resolved")) and bool(signals(messages, "resolved", "tool"))
@@ -301,6 +316,11 @@ async def test_a_worker_killed_during_an_outage_fires_once_and_resolves_once_res
                 cid = await run.tool_call("read", READ)
                 await run.tool_result(cid, "read", READ, error=ENOENT)
                 clock.ms += 100
+        await client.flush()
+        # Their tool uses reach the fleet task before the event time that closes the windows:
+        # the restarted worker reads its input partitions in its own order, and a use behind
+        # a tick more than 1 s later would be late (docs/fleet.md, "Limits").
+        await kafka.consume_until(fleet_topic_of(topics.group_id), bad_uses_of(4, 8), 30)
         clock.ms += 3 * WINDOW_S * 1000  # then it is over
         healthy = client.run("healthy", agent_id="agent-0", start_seq=2)
         await healthy.tool_call("read", {"path": "README.md"})

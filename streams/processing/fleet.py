@@ -12,8 +12,10 @@ applied to the firing set before the event that moved the watermark is decided, 
 after it in that order is decided with it. Its outputs are a function of the input order
 only: the same input gives the same `fleet_signal` messages and early decisions, byte for
 byte. `FleetTask` runs one per fleet partition (the live fleet task, and the audit of its
-recorded topic); the fleet topic's records are `observation_record` / `tick_record`, read by
-`parse_fleet_record`.
+recorded topic); the fleet topic's records are `observation_record` / `tool_use_record` /
+`tick_record`, read by `parse_fleet_record`. With tool health on, each stage also judges the
+tools whose uses it counts (detectors/fleet/tools.py) and publishes their changes among the
+signatures', by event time.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
     loopguard.agents.<id>.mode            the same, for one agent
     loopguard.agents.<id>.tools.<tool>    the same, for one agent
     loopguard.fleet                       {enabled, windowSeconds, minRuns, earlyAction,
-                                           earlyAtCount} (docs/fleet.md, "Tuning")
+                                           earlyAtCount, toolHealth} (docs/fleet.md, "Tuning")
+    loopguard.fleet.toolHealth            {enabled, errorRatio, minRuns} (docs/fleet.md)
 
 This module is the one place that reads the section: every LoopGuard-only policy setting is a
 field of `LoopGuardSection`, validated here with the same strictness and error paths as
@@ -41,7 +42,12 @@ from loopguard_fleet.config.policy_schema import (
     reject,
     show,
 )
-from loopguard_fleet.detectors.fleet.settings import EARLY_ACTIONS, EarlyAction, FleetSettings
+from loopguard_fleet.detectors.fleet.settings import (
+    EARLY_ACTIONS,
+    EarlyAction,
+    FleetSettings,
+    ToolHealthSettings,
+)
 from loopguard_fleet.detectors.hashing import normalize_tool
 
 __all__ = [
@@ -154,6 +160,38 @@ RunCount = Annotated[
 ]
 
 
+def _ratio(value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        reject("must be a number above 0 and at most 1", value)
+    return float(value)
+
+
+Ratio = Annotated[
+    float | None,
+    BeforeValidator(_ratio),
+    WithJsonSchema({"type": "number", "exclusiveMinimum": 0, "maximum": 1}),
+]
+
+
+class ToolHealthSection(BaseModel):
+    """`loopguard.fleet.toolHealth`: per-tool error/no-progress signals; None means unset."""
+
+    model_config = STRICT
+
+    enabled: Flag = None
+    error_ratio: Ratio = Field(default=None, alias="errorRatio")
+    min_runs: RunCount = Field(default=None, alias="minRuns")
+
+    def resolve(self) -> ToolHealthSettings:
+        """The settings with every unset key at its default."""
+        default = ToolHealthSettings()
+        return ToolHealthSettings(
+            enabled=default.enabled if self.enabled is None else self.enabled,
+            error_ratio=self.error_ratio or default.error_ratio,
+            min_runs=self.min_runs or default.min_runs,
+        )
+
+
 class FleetSection(BaseModel):
     """`loopguard.fleet`: fleet signals and fleet-informed early warning; None means unset."""
 
@@ -168,6 +206,9 @@ class FleetSection(BaseModel):
         WithJsonSchema({"enum": list(EARLY_ACTIONS)}),
     ] = Field(default=None, alias="earlyAction")
     early_at_count: PositiveWhole = Field(default=None, alias="earlyAtCount")
+    tool_health: Annotated[ToolHealthSection, object_check(ToolHealthSection)] = Field(
+        default_factory=ToolHealthSection, alias="toolHealth"
+    )
 
     def resolve(self) -> FleetSettings:
         """The settings with every unset key at its default."""
@@ -178,6 +219,7 @@ class FleetSection(BaseModel):
             min_runs=self.min_runs or default.min_runs,
             early_action=self.early_action or default.early_action,
             early_at_count=self.early_at_count or default.early_at_count,
+            tool_health=self.tool_health.resolve(),
         )
 
 
@@ -198,6 +240,7 @@ class LoopGuardSection(BaseModel):
 _MODELS: dict[tuple[str | int, ...], type[BaseModel]] = {
     (): LoopGuardSection,
     ("fleet",): FleetSection,
+    ("fleet", "toolHealth"): ToolHealthSection,
     ("tools", "*"): ToolTuning,
     ("agents", "*"): AgentSection,
     ("agents", "*", "tools", "*"): ToolTuning,

@@ -62,7 +62,7 @@ from loopguard_fleet.config.policy_schema import (
     validate_block,
 )
 from loopguard_fleet.config.roster import normalize_agent_id, read_roster
-from loopguard_fleet.detectors.fleet.settings import FleetSettings
+from loopguard_fleet.detectors.fleet.settings import FleetSettings, ToolHealthSettings
 from loopguard_fleet.detectors.hashing import normalize_tool
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, Semantics
 from loopguard_fleet.detectors.values import Thresholds
@@ -364,6 +364,12 @@ class Policy:
     def _canonical_version(self) -> str:
         """Hash the canonical effective form (computed once, at load)."""
         canonical = {**self.effective_all(), "agentIds": "keyed" if self.keyed_ids else "exact"}
+        if self.fleet.tool_health == ToolHealthSettings():
+            # Tool health at its defaults leaves the version what it was before the key
+            # existed: recorded decisions name the versions of policies that never set it.
+            fleet = dict(self.fleet.to_doc())
+            del fleet["toolHealth"]
+            canonical["fleet"] = fleet
         text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 

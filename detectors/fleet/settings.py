@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
-__all__ = ["EARLY_ACTIONS", "EarlyAction", "FleetSettings"]
+__all__ = ["EARLY_ACTIONS", "EarlyAction", "FleetSettings", "ToolHealthSettings"]
 
 EarlyAction = Literal["warn", "block"]
 EARLY_ACTIONS: Final[tuple[EarlyAction, ...]] = ("warn", "block")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolHealthSettings:
+    """Tool health signals (`loopguard.fleet.toolHealth`, docs/fleet.md, "Tool health")."""
+
+    enabled: bool = False
+    error_ratio: float = 0.5  # bad runs / runs of a tool in a window that make it fire
+    min_runs: int = 10  # runs of the tool in the window needed before it is judged
+
+    def to_doc(self) -> dict[str, object]:
+        """The settings in the policy file's key names."""
+        return {"enabled": self.enabled, "errorRatio": self.error_ratio, "minRuns": self.min_runs}
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +33,7 @@ class FleetSettings:
     min_runs: int = 5  # distinct runs in one window that make a signature fire
     early_action: EarlyAction = "warn"  # what a matching repeat gets while its signature fires
     early_at_count: int = 3  # the no-progress repeat count at which it gets it
+    tool_health: ToolHealthSettings = field(default_factory=ToolHealthSettings)
 
     def to_doc(self) -> dict[str, object]:
         """The settings in the policy file's key names (`policy check`, the policy version)."""
@@ -29,4 +43,5 @@ class FleetSettings:
             "minRuns": self.min_runs,
             "earlyAction": self.early_action,
             "earlyAtCount": self.early_at_count,
+            "toolHealth": self.tool_health.to_doc(),
         }

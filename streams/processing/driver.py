@@ -30,8 +30,9 @@ from loopguard_fleet.detectors import (
     is_duplicate,
     parse_event,
 )
+from loopguard_fleet.detectors.fleet.tools import tool_use_of
 from loopguard_fleet.detectors.process import GivenVerdict
-from loopguard_fleet.streams.processing.fleet import FleetStage
+from loopguard_fleet.streams.processing.fleet import FleetStage, signal_key
 from loopguard_fleet.streams.processing.fleet_partition import FIRING_KEY
 from loopguard_fleet.streams.processing.hot import HotRuns
 from loopguard_fleet.streams.processing.metrics import Metrics
@@ -200,6 +201,8 @@ class RunDriver:
         self._v1_topic = v1_topic
         self._base_document = base_document
         self._fleet = fleet
+        # Tool health sends a use of each tool_call's tool (docs/fleet.md, "Tool health").
+        self._tool_health = fleet is not None and fleet.settings.tool_health.enabled
         self.event_ms = 0  # the event time of the message being applied (fleet stage only)
         self._offline = offline
         self._limits = limits
@@ -408,8 +411,12 @@ class RunDriver:
                 self._load_firing(fleet, partition)
                 view = fleet.view(partition, self.event_ms)
                 applied = apply_event(state, ev, th, verdict, view)
-                if applied.observation is not None:
-                    fleet.contribute(applied.observation)
+                obs = applied.observation
+                if obs is not None:
+                    fleet.contribute(obs)
+                if self._tool_health and ev.call is not None and ev.type == "tool_call":
+                    use = tool_use_of(ev.call, th, ev.run_id, state.agent_id, self.event_ms, obs)
+                    fleet.use(use)
         except Exception as exc:  # the dead-letter policy: an engine bug costs one event
             log.exception("engine failed on run %s event %s", ev.run_id, ev.event_id)
             state.restore(saved)
@@ -577,10 +584,11 @@ class RunDriver:
 
     def _publish(self, key: bytes, decision: Decision) -> bool:
         """Queue one decision for the control topic and count it; True for a verdict. A fleet
-        signal is keyed by its signature, not by the run that moved event time past it."""
+        signal is keyed by its signature (or tool), not by the run that moved event time past
+        it."""
         wire = decision.to_wire()
         if decision.kind == "fleet_signal":
-            key = str(wire["signature"]).encode()
+            key = signal_key(wire)
         self._outputs.decision(key, encode(wire))
         if decision.kind == "loop_event":
             mode = "observe" if wire.get("enforced") is False else "enforce"

@@ -12,8 +12,10 @@ applied to the firing set before the event that moved the watermark is decided, 
 after it in that order is decided with it. Its outputs are a function of the input order
 only: the same input gives the same `fleet_signal` messages and early decisions, byte for
 byte. `FleetTask` runs one per fleet partition (the live fleet task, and the audit of its
-recorded topic); the fleet topic's records are `observation_record` / `tick_record`, read by
-`parse_fleet_record`.
+recorded topic); the fleet topic's records are `observation_record` / `tool_use_record` /
+`tick_record`, read by `parse_fleet_record`. With tool health on, each stage also judges the
+tools whose uses it counts (detectors/fleet/tools.py) and publishes their changes among the
+signatures', by event time.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from loopguard_fleet.detectors.fleet import (
     Observation,
     SignalChange,
 )
+from loopguard_fleet.detectors.fleet.tools import ToolChange, ToolRatio, ToolUse, ToolWindows
 
 __all__ = [
     "LATENESS_MS",
@@ -41,8 +44,14 @@ __all__ = [
     "observation_record",
     "parse_fleet_record",
     "signal_decision",
+    "signal_key",
     "tick_record",
+    "tool_decision",
+    "tool_use_record",
 ]
+
+#: What a tool use's `bad` may be: not bad, or why (detectors/fleet/tools.py).
+BAD_KINDS: Final = (None, "error", "no_progress")
 
 #: How far behind the latest contribution the watermark stays: contributions up to this late
 #: (event time) are still counted in their window (docs/fleet.md).
@@ -72,8 +81,50 @@ def signal_decision(change: SignalChange) -> Decision:
     return Decision("fleet_signal", did, "", payload)
 
 
+def _at_ms(decision: Decision) -> int:
+    """The event time of a `fleet_signal` decision's change."""
+    at = decision.payload["at_ms"]
+    assert isinstance(at, int)
+    return at
+
+
+def signal_key(payload: dict[str, JSON]) -> bytes:
+    """The control-topic key of a `fleet_signal`: its signature's, or for a tool's health
+    `tool<US><tool>` (the key of the tool's uses on the fleet topic too)."""
+    if payload.get("kind") == "tool":
+        return b"tool\x1f" + str(payload["tool"]).encode()
+    return str(payload["signature"]).encode()
+
+
+def tool_decision(change: ToolChange) -> Decision:
+    """The `fleet_signal` control message of one tool-health change (docs/fleet.md)."""
+    payload: dict[str, JSON] = {
+        "type": "fleet_signal",
+        "kind": "tool",
+        "state": change.state,
+        "signal_id": change.signal_id,
+        "tool": change.tool,
+        "at_ms": change.at_ms,
+        "window": {"start_ms": change.window_start_ms, "end_ms": change.window_end_ms},
+        "ratio": change.ratio,
+        "runs": change.runs,
+        "bad_runs": change.bad_runs,
+        "error_runs": change.error_runs,
+        "no_progress_runs": change.no_progress_runs,
+        "agents": change.agents,
+        "first_seen_ms": change.first_seen_ms,
+        "last_seen_ms": change.last_seen_ms,
+        "sample_run_ids": list(change.sample_run_ids),
+    }
+    did = f"{change.signal_id}:{change.state}"
+    payload["id"] = did
+    return Decision("fleet_signal", did, "", payload)
+
+
 class FleetStage(Protocol):
     """What the driver calls of a fleet stage (per input partition)."""
+
+    settings: FleetSettings
 
     def advance(self, partition: int, ts_ms: int) -> list[Decision]:
         """Event time moved to `ts_ms` on a partition: the signal changes to publish."""
@@ -85,6 +136,10 @@ class FleetStage(Protocol):
 
     def contribute(self, obs: Observation) -> None:
         """One tool_call's contribution."""
+        ...
+
+    def use(self, use: ToolUse) -> None:
+        """One tool_call's use of its tool (tool health; ignored when it is off)."""
         ...
 
     def apply_record(self, partition: int, obj: dict[str, object]) -> bool:
@@ -110,6 +165,10 @@ class OrderedFleet:
     def __init__(self, settings: FleetSettings, lateness_ms: int = LATENESS_MS) -> None:
         self.settings = settings
         self.windows = FleetWindows(settings.window_seconds, settings.min_runs)
+        health = settings.tool_health
+        self.tools: ToolWindows | None = None
+        if health.enabled:
+            self.tools = ToolWindows(settings.window_seconds, health.min_runs, health.error_ratio)
         self.lateness_ms = lateness_ms
         self.firing: dict[str, FleetEvidence] = {}
         self._latest_ms: int | None = None
@@ -139,7 +198,8 @@ class OrderedFleet:
         if self._latest_ms is not None and ts_ms <= self._latest_ms:
             return []
         self._latest_ms = ts_ms
-        changes = self.windows.advance(ts_ms - self.lateness_ms)
+        mark = ts_ms - self.lateness_ms
+        changes = self.windows.advance(mark)
         for change in changes:
             if change.state == "firing":
                 self.firing[change.signature] = FleetEvidence(
@@ -151,11 +211,24 @@ class OrderedFleet:
                 )
             else:
                 self.firing.pop(change.signature, None)
-        return [signal_decision(c) for c in changes]
+        out = [signal_decision(c) for c in changes]
+        if self.tools is not None:
+            out += [tool_decision(c) for c in self.tools.advance(mark)]
+            out.sort(key=_at_ms)  # stable: a signature's change first at one event time
+        return out
 
     def contribute(self, obs: Observation) -> None:
         """Count one contribution (late or past the cap: dropped and counted by the windows)."""
         self.windows.observe(obs)
+
+    def use(self, use: ToolUse) -> None:
+        """Count one use of a tool (late or past a cap: dropped and counted by the windows)."""
+        if self.tools is not None:
+            self.tools.observe(use, self.windows.watermark_ms)
+
+    def tool_ratios(self) -> dict[str, ToolRatio]:
+        """Each tool's counts in the last window tool health closed (none when it is off)."""
+        return {} if self.tools is None else self.tools.latest
 
     def state(self) -> dict[str, Any]:
         """The windows' state, the latest event time and the firing set, JSON-ready."""
@@ -166,6 +239,7 @@ class OrderedFleet:
                 [sig, e.signal_id, e.runs, e.agents, e.is_failure]
                 for sig, e in sorted(self.firing.items())
             ],
+            "tools": None if self.tools is None else self.tools.state(),
         }
 
     def restore(self, state: dict[str, Any]) -> bool:
@@ -178,6 +252,9 @@ class OrderedFleet:
             sig: FleetEvidence(sid, runs, agents, seconds, failure)
             for sig, sid, runs, agents, failure in state["evidence"]
         }
+        tools = state.get("tools")
+        if self.tools is not None and tools is not None:
+            self.tools.restore(tools)  # kept with other tool settings: they count afresh
         return True
 
 
@@ -195,21 +272,43 @@ def observation_record(obs: Observation) -> dict[str, JSON]:
     }
 
 
+def tool_use_record(use: ToolUse) -> dict[str, JSON]:
+    """A tool use as the fleet topic carries it (keyed by its tool, as `signal_key` keys a
+    tool's signal)."""
+    return {
+        "type": "fleet_tool_use",
+        "tool": use.tool,
+        "run_id": use.run_id,
+        "agent_id": use.agent_id,
+        "ts": use.ts_ms,
+        "bad": use.bad,
+    }
+
+
 def tick_record(ts_ms: int) -> dict[str, JSON]:
     """Event time moving on a worker, for every fleet partition's watermark."""
     return {"type": "fleet_tick", "ts": ts_ms}
 
 
-def parse_fleet_record(obj: object) -> Observation | int | None:
-    """A fleet topic record: its contribution, a tick's event time, or None if malformed."""
+def parse_fleet_record(obj: object) -> Observation | ToolUse | int | None:
+    """A fleet topic record: its contribution, a tool use, a tick's event time, or None if
+    malformed."""
     if not isinstance(obj, dict):
         return None
     ts = obj.get("ts")
     if type(ts) is not int:
         return None
-    if obj.get("type") == "fleet_tick":
+    kind = obj.get("type")
+    if kind == "fleet_tick":
         return ts
     sig, tool, run, agent = (obj.get(k) for k in ("signature", "tool", "run_id", "agent_id"))
+    if kind == "fleet_tool_use":
+        bad = obj.get("bad")
+        if not isinstance(tool, str) or not isinstance(run, str):
+            return None
+        if (agent is not None and not isinstance(agent, str)) or bad not in BAD_KINDS:
+            return None
+        return ToolUse(tool, run, agent, ts, bad)
     streak, failure = obj.get("streak"), obj.get("is_failure")
     if obj.get("type") != "fleet_observation" or not isinstance(sig, str):
         return None
@@ -252,12 +351,18 @@ class FleetTask:
             stage = self.partitions[partition] = OrderedFleet(self.settings)
         ts = parsed if isinstance(parsed, int) else parsed.ts_ms
         out = stage.advance(partition, ts)
-        if not isinstance(parsed, int):
+        if isinstance(parsed, Observation):
             windows = stage.windows
             late, full = windows.dropped_late, windows.dropped_full
             stage.contribute(parsed)
             self.newly_dropped[0] += windows.dropped_late - late
             self.newly_dropped[1] += windows.dropped_full - full
+        elif isinstance(parsed, ToolUse) and stage.tools is not None:
+            tools = stage.tools
+            late, full = tools.dropped_late, tools.dropped_full
+            stage.use(parsed)
+            self.newly_dropped[0] += tools.dropped_late - late
+            self.newly_dropped[1] += tools.dropped_full - full
         return out
 
     def take_dropped(self) -> tuple[int, int]:
@@ -308,3 +413,16 @@ class FleetTask:
     def firing(self) -> int:
         """Signatures firing across the task's partitions."""
         return sum(len(stage.windows.firing) for stage in self.partitions.values())
+
+    @property
+    def tools_firing(self) -> int:
+        """Tools whose health signal fires across the task's partitions."""
+        return sum(len(s.tools.firing) for s in self.partitions.values() if s.tools is not None)
+
+    def tool_ratios(self) -> dict[str, ToolRatio]:
+        """Each tool's counts in the last window its partition closed (a tool lives in one
+        fleet partition: its records are keyed by it)."""
+        out: dict[str, ToolRatio] = {}
+        for stage in self.partitions.values():
+            out.update(stage.tool_ratios())
+        return out

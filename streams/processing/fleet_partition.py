@@ -11,11 +11,15 @@ import orjson
 
 from loopguard_fleet.detectors import Decision
 from loopguard_fleet.detectors.fleet import FleetEvidence, FleetSettings, FleetView, Observation
+from loopguard_fleet.detectors.fleet.tools import ToolUse
 
-__all__ = ["FIRING_KEY", "PartitionFleet"]
+__all__ = ["FIRING_KEY", "USES_HELD", "PartitionFleet"]
 
 #: The table key of an input partition's firing set: bytes no run id's UTF-8 key can hold.
 FIRING_KEY: Final = b"\xff\xfeloopguard-fleet-firing"
+#: (run, tool) pairs whose last sent use is remembered; past it the memory starts afresh, which
+#: costs only repeated uses: tool health counts distinct runs.
+USES_HELD: Final = 100_000
 
 
 def _evidence(obj: dict[str, object], window_seconds: int) -> FleetEvidence | None:
@@ -38,6 +42,11 @@ class PartitionFleet:
         self.firing: dict[int, dict[str, FleetEvidence]] = {}
         self.contributions: list[Observation] = []
         self.latest_ms: int | None = None  # the largest event time seen (the fleet's ticks)
+        self.uses: list[ToolUse] = []
+        # (run, tool) → the half-window bucket of its last healthy use sent: a run calling a
+        # tool many times sends one healthy use per bucket (a bad one is sent each time).
+        self._sent: dict[tuple[str, str], int] = {}
+        self._hop_ms = settings.window_seconds * 500
 
     def advance(self, partition: int, ts_ms: int) -> list[Decision]:
         """Signals come as input records, not from event time: nothing to publish here."""
@@ -56,6 +65,25 @@ class PartitionFleet:
     def take(self) -> list[Observation]:
         """The contributions held since the last call."""
         out, self.contributions = self.contributions, []
+        return out
+
+    def use(self, use: ToolUse) -> None:
+        """Hold a tool use for the agent to send (`take_uses`), unless tool health is off or
+        the run's healthy use of the tool in this bucket was sent already."""
+        if not self.settings.tool_health.enabled:
+            return
+        if use.bad is None:
+            key, bucket = (use.run_id, use.tool), use.ts_ms - use.ts_ms % self._hop_ms
+            if self._sent.get(key) == bucket:
+                return
+            if len(self._sent) >= USES_HELD:
+                self._sent.clear()
+            self._sent[key] = bucket
+        self.uses.append(use)
+
+    def take_uses(self) -> list[ToolUse]:
+        """The tool uses held since the last call."""
+        out, self.uses = self.uses, []
         return out
 
     def apply_record(self, partition: int, obj: dict[str, object]) -> bool:

@@ -147,6 +147,28 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        # Tool health (docs/fleet.md, "Tool health"): the tool label is bounded to the
+        # TOOL_LABELS busiest tools of the last closed windows, the rest folded into "_other".
+        self.fleet_tool_ratio = Gauge(
+            "loopguard_fleet_tool_bad_ratio",
+            "Share of the runs calling a tool with an error or no-progress repeat on it, in the "
+            "last closed window of this worker's fleet partitions (top tools by runs; the rest "
+            'as tool="_other").',
+            ["tool"],
+            registry=r,
+        )
+        self.fleet_tool_signals = Counter(
+            "loopguard_fleet_tool_signals",
+            "Tool-health fleet_signal messages published, by state (firing / resolved).",
+            ["state"],
+            registry=r,
+        )
+        self.fleet_tools_firing = Gauge(
+            "loopguard_fleet_tools_firing",
+            "Tools whose tool-health signal is firing in this worker's fleet partitions.",
+            registry=r,
+        )
+        self._tool_labels: set[str] = set()
         # The live OTLP bridge (docs/audit.md): spans read and not turned into events.
         self.otlp_spans_ignored = Counter(
             "loopguard_otlp_spans_ignored",
@@ -212,6 +234,16 @@ class Metrics:
     def observe_batch(self, seconds: float, events: int) -> None:
         """Record a batch's time as `events` observations of its per-event mean."""
         self.processing_seconds.observe(seconds, events)
+
+    def set_tool_ratios(self, ratios: dict[str, float]) -> None:
+        """Show these tools' bad ratios (already folded to the top tools and `_other`) and
+        remove the tools shown before that are not among them."""
+        gauge = self.fleet_tool_ratio
+        for tool in self._tool_labels - ratios.keys():
+            gauge.remove(tool)
+        for tool, ratio in ratios.items():
+            gauge.labels(tool=tool).set(ratio)
+        self._tool_labels = set(ratios)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of this registry."""

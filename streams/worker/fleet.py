@@ -10,12 +10,14 @@ partition of the tool-calls topic, where each worker applies it to its partition
 Everything goes out through the commit gate (streams/worker/commit_gate.py). Each fleet
 partition's state is written to the run table at every checkpoint (`FleetCheckpoint`, under
 `state_key(partition)`: the fleet topic is co-partitioned with the input topics, so the same
-worker owns both), and the commit passes a fleet record only once a written state counts it:
-a restarted or rebalanced worker loads the state and skips the records it already counts.
+worker owns both; a large state as chunks under a manifest written last), and the commit
+passes a fleet record only once a written state counts it: a restarted or rebalanced worker
+loads the state and skips the records it already counts.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +28,14 @@ import orjson
 from loopguard_fleet.config.defaults import fleet_topic_of
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.detectors.fleet import FleetSettings
-from loopguard_fleet.streams.processing.fleet import FleetTask, observation_record, tick_record
+from loopguard_fleet.detectors.fleet.tools import top_tools
+from loopguard_fleet.streams.processing.fleet import (
+    FleetTask,
+    observation_record,
+    signal_key,
+    tick_record,
+    tool_use_record,
+)
 from loopguard_fleet.streams.processing.fleet_partition import PartitionFleet
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.wire.codec import encode
@@ -39,11 +48,17 @@ from loopguard_fleet.streams.worker.faust.internals import TableStore
 from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
 
 __all__ = [
+    "MANIFEST_PREFIX",
     "SNAPSHOT_MAX_BYTES",
     "TICK_EVERY_MS",
     "FleetCheckpoint",
     "FleetLink",
+    "chunk_key",
     "install_fleet",
+    "join_state",
+    "next_slot",
+    "split_state",
+    "stale_chunks",
     "state_key",
 ]
 
@@ -53,15 +68,98 @@ log = logging.getLogger(__name__)
 #: signals' delay after the last contribution, resolutions included).
 TICK_EVERY_MS: Final = 500
 #: The largest fleet state written as one table record (a producer request is 1 MiB at
-#: most). A larger one is not written: its partition's commit waits until the state shrinks,
-#: and a restart reads the fleet records since the last state written again.
+#: most). A larger one is split into chunks of this size under keys of their own, and the
+#: state's key gets a manifest naming them, written last (`split_state`, `join_state`).
 SNAPSHOT_MAX_BYTES: Final = 768 * 1024
+#: What a manifest starts with: a state (`FleetTask.dump`, JSON) never starts with a NUL.
+MANIFEST_PREFIX: Final = b"\x00loopguard-fleet-chunks:"
 
 
 def state_key(partition: int) -> bytes:
     """The run-table key of a fleet partition's state: bytes no run id's UTF-8 key can hold
     (the partition is in it, so a store shared by partitions keeps them apart)."""
     return b"\xff\xfeloopguard-fleet-windows:%d" % partition
+
+
+def chunk_key(partition: int, slot: int, index: int) -> bytes:
+    """The run-table key of one chunk of a large fleet state (`split_state`)."""
+    return state_key(partition) + b"\x1f%d\x1f%d" % (slot, index)
+
+
+def next_slot(head: bytes | None) -> int:
+    """The chunk slot (0 or 1) a new large state goes to: not the one the stored manifest
+    `head` names, so that its chunks stay whole until the new manifest replaces it."""
+    manifest = _manifest(head)
+    return 1 - manifest["slot"] if manifest and manifest.get("slot") in (0, 1) else 0
+
+
+def split_state(
+    partition: int, slot: int, value: bytes, chunk_bytes: int = SNAPSHOT_MAX_BYTES
+) -> list[tuple[bytes, bytes]]:
+    """The table records that store a fleet partition's state, in write order: the state
+    itself under `state_key` when it fits in one record; else its chunks under keys of this
+    slot (`next_slot`), then the manifest under `state_key`. Written in this order to one
+    changelog partition, a manifest is never read without its chunks, and the state it
+    replaces stays whole in the other slot until it is written (`stale_chunks`). Two slots
+    bound what a crash between the writes and the deletes can leave behind."""
+    if len(value) <= chunk_bytes:
+        return [(state_key(partition), value)]
+    chunks = [value[i : i + chunk_bytes] for i in range(0, len(value), chunk_bytes)]
+    out = [(chunk_key(partition, slot, i), c) for i, c in enumerate(chunks)]
+    manifest = {
+        "slot": slot,
+        "chunks": len(chunks),
+        "bytes": len(value),
+        "sha256": hashlib.sha256(value).hexdigest(),
+    }
+    out.append((state_key(partition), MANIFEST_PREFIX + orjson.dumps(manifest)))
+    return out
+
+
+def _manifest(head: bytes | None) -> dict[str, Any] | None:
+    """The manifest a state key holds, None when it holds a state (or nothing)."""
+    if head is None or not head.startswith(MANIFEST_PREFIX):
+        return None
+    try:
+        doc = orjson.loads(head[len(MANIFEST_PREFIX) :])
+    except orjson.JSONDecodeError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _chunks_of(manifest: dict[str, Any]) -> tuple[int, int] | None:
+    """The (slot, chunk count) a manifest names, None when it is malformed."""
+    slot, count = manifest.get("slot"), manifest.get("chunks")
+    if slot not in (0, 1) or type(count) is not int or count < 0:
+        return None
+    return slot, count
+
+
+def join_state(partition: int, get: Callable[[bytes], bytes | None]) -> bytes | None:
+    """A fleet partition's stored state, from one record or from the chunks its manifest
+    names; None (the partition starts afresh, logged) when a chunk is missing or differs."""
+    head = get(state_key(partition))
+    manifest = _manifest(head)
+    if manifest is None:
+        return head
+    slot, count = _chunks_of(manifest) or (0, 0)
+    parts = [get(chunk_key(partition, slot, i)) for i in range(count)]
+    value = b"".join(p for p in parts if p is not None)
+    if None in parts or hashlib.sha256(value).hexdigest() != manifest.get("sha256"):
+        log.warning("fleet partition %d: chunked state not loaded (a chunk missing)", partition)
+        return None
+    return value
+
+
+def stale_chunks(partition: int, head: bytes | None) -> list[bytes]:
+    """The chunk keys of the manifest `head` (the state a write replaced), to delete once the
+    new state is written."""
+    manifest = _manifest(head)
+    chunks = _chunks_of(manifest) if manifest else None
+    if chunks is None:
+        return []
+    slot, count = chunks
+    return [chunk_key(partition, slot, i) for i in range(count)]
 
 
 @dataclass(slots=True)
@@ -79,6 +177,10 @@ class FleetLink:
         send, topic = self.gate.send, self.topic
         for obs in self.stage.take():
             send(topic, obs.signature.encode(), encode(observation_record(obs)))
+        for use in self.stage.take_uses():  # keyed by tool: one fleet task judges each tool
+            send(
+                topic, signal_key({"kind": "tool", "tool": use.tool}), encode(tool_use_record(use))
+            )
         latest = self.stage.latest_ms
         if latest is None or (
             self.ticked_ms is not None and latest < self.ticked_ms + TICK_EVERY_MS
@@ -103,7 +205,8 @@ class FleetCheckpoint:
 
     def load(self, partition: int) -> None:
         """A fleet partition's state from the table, on its first record since assignment."""
-        if self.task.load(partition, self.store.get(partition, state_key(partition))):
+        stored = join_state(partition, lambda key: self.store.get(partition, key))
+        if self.task.load(partition, stored):
             self.taken[partition] = self.task.offsets[partition]
 
     def take_snapshots(self) -> Callable[[], None] | None:
@@ -114,12 +217,6 @@ class FleetCheckpoint:
             if self.taken.get(partition) == offset:
                 continue
             value = self.task.dump(partition)
-            if len(value) > SNAPSHOT_MAX_BYTES:
-                log.warning(
-                    "fleet partition %d: state of %d bytes not written (over %d); its records "
-                    "stay uncommitted", partition, len(value), SNAPSHOT_MAX_BYTES,
-                )  # fmt: skip
-                continue
             self.taken[partition] = offset
             self.gate.read(self.topic, partition, offset - 1)
             states.append((partition, offset, value))
@@ -130,7 +227,11 @@ class FleetCheckpoint:
         next owner's state is not this worker's to write)."""
         for partition, offset, value in states:
             if partition in self.task.offsets and self.taken.get(partition) == offset:
-                self.store.put(partition, state_key(partition), value)
+                head = self.store.get(partition, state_key(partition))
+                for key, record in split_state(partition, next_slot(head), value):
+                    self.store.put(partition, key, record)
+                for key in stale_chunks(partition, head):
+                    self.store.delete(partition, key)  # after the state that replaced them
 
     def untake_snapshots(self) -> None:
         """Take every partition's state again at the next checkpoint."""
@@ -164,9 +265,10 @@ def install_fleet(
     checkpoint = FleetCheckpoint(task, store, gate, name)
 
     def publish(decision_payload: dict[str, Any]) -> None:
-        key = str(decision_payload["signature"]).encode()
-        value = encode(decision_payload)
+        key, value = signal_key(decision_payload), encode(decision_payload)
         gate.send(wiring.control, key, value)
+        if decision_payload.get("kind") == "tool":  # tool health decides no call: control only
+            return
         for p in range(settings.partitions):  # each input partition applies it in its order
             gate.send(tool_calls, key, value, p)
 
@@ -200,11 +302,17 @@ def install_fleet(
         else:
             for d in changes:
                 publish(d.to_wire())
-                metrics.fleet_signals.labels(state=d.payload["state"]).inc()
+                counter = (
+                    metrics.fleet_tool_signals if "kind" in d.payload else metrics.fleet_signals
+                )
+                counter.labels(state=d.payload["state"]).inc()
 
     def count() -> None:
         """The task's firing signatures and what it dropped since the last batch."""
         metrics.fleet_firing.set(task.firing)
+        if fleet.tool_health.enabled:
+            metrics.fleet_tools_firing.set(task.tools_firing)
+            metrics.set_tool_ratios(top_tools(task.tool_ratios()))
         late, full = task.take_dropped()  # a state loaded again is not counted again
         metrics.fleet_dropped.labels(reason="late").inc(late)
         metrics.fleet_dropped.labels(reason="full").inc(full)

@@ -42,6 +42,9 @@ EXPORTED_METRICS: dict[str, str] = {
     "loopguard_fleet_signatures_firing": "gauge",
     "loopguard_fleet_signals": "counter",
     "loopguard_fleet_dropped": "counter",
+    "loopguard_fleet_tool_bad_ratio": "gauge",
+    "loopguard_fleet_tool_signals": "counter",
+    "loopguard_fleet_tools_firing": "gauge",
     "loopguard_otlp_spans_ignored": "counter",
 }
 
@@ -76,6 +79,10 @@ EXPORTED_LABELS: dict[str, dict[str, frozenset[str] | None]] = {
     "loopguard_fleet_signatures_firing": {},
     "loopguard_fleet_signals": {"state": frozenset({"firing", "resolved"})},
     "loopguard_fleet_dropped": {"reason": frozenset({"late", "full"})},
+    # Tool names are bounded by the exporter (top tools, the rest as "_other"), not by value.
+    "loopguard_fleet_tool_bad_ratio": {"tool": None},
+    "loopguard_fleet_tool_signals": {"state": frozenset({"firing", "resolved"})},
+    "loopguard_fleet_tools_firing": {},
     "loopguard_otlp_spans_ignored": {"reason": frozenset({"other_kind", "duplicate"})},
 }
 

@@ -149,3 +149,23 @@ def test_the_worker_registry_labels_match_the_contract() -> None:
         for sample in family.samples:
             assert contract is not None, f"{sample.name} is not in the contract"
             assert set(sample.labels) <= set(EXPORTED_LABELS[contract]), sample
+
+
+def test_the_tool_label_stays_bounded_however_many_tools_the_fleet_calls() -> None:
+    """loopguard_fleet_tool_bad_ratio names the busiest tools and folds the rest into one
+    label (docs/fleet.md, "Tool health"): 500 tools export TOOL_LABELS + 1 series."""
+    from loopguard_fleet.detectors.fleet.tools import OTHER_TOOLS, TOOL_LABELS, ToolRatio, top_tools
+    from loopguard_fleet.streams.processing.metrics import Metrics
+
+    metrics = Metrics()
+    ratios = {f"tool-{i}": ToolRatio(i + 1, i % 3, i % 3, 0, 0.1) for i in range(500)}
+    metrics.set_tool_ratios(top_tools(ratios))
+    exposition = metrics.render().decode()
+    tools = [
+        sample.labels["tool"]
+        for family in text_string_to_metric_families(exposition)
+        for sample in family.samples
+        if sample.name == "loopguard_fleet_tool_bad_ratio"
+    ]
+    assert len(tools) == TOOL_LABELS + 1
+    assert OTHER_TOOLS in tools and "tool-499" in tools and "tool-0" not in tools

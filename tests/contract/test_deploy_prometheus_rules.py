@@ -31,6 +31,7 @@ EXPECTED_ALERTS = {
     "ProcessingLatencyHigh",
     "RunsActiveGrowing",
     "FleetSignalFiring",
+    "FleetToolUnhealthy",
 }
 SEVERITIES = {"warning", "critical"}
 RUNBOOK_URL_PATH = "/deploy/runbooks/"

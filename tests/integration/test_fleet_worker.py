@@ -1,7 +1,8 @@
 """Fleet signals in a live worker on the real broker (docs/fleet.md): an outage across runs
 fires a signal, a runtime client repeating the failing call is blocked at its 4th call
 naming the fleet evidence, and the signal resolves once the outage's windows are over; the
-recorded topics, replayed through the same core, give the live control output byte for byte.
+failing tool's health signal fires and resolves too; the recorded topics, replayed through
+the same core, give the live control output byte for byte.
 
 Event time is the client's own clock (the events' `ts`), moved by the test: no waiting for
 windows to pass.
@@ -38,7 +39,13 @@ WINDOW_S = 5
 POLICY = {
     "tools": {"loopDetection": {"enabled": True}},
     "loopguard": {
-        "fleet": {"enabled": True, "windowSeconds": WINDOW_S, "minRuns": 3, "earlyAction": "block"}
+        "fleet": {
+            "enabled": True,
+            "windowSeconds": WINDOW_S,
+            "minRuns": 3,
+            "earlyAction": "block",
+            "toolHealth": {"enabled": True, "minRuns": 3, "errorRatio": 0.5},
+        }
     },
 }
 READ = {"path": "/etc/app.yaml"}
@@ -75,12 +82,49 @@ class Clock:
         return self.ms
 
 
-def signals(messages: Sequence[Message], state: str) -> list[dict[str, object]]:
+def signals(
+    messages: Sequence[Message], state: str, kind: str | None = None
+) -> list[dict[str, object]]:
+    """The `fleet_signal` messages in a state: a signature's (kind None) or a tool's."""
     return [
         m.json
         for m in messages
-        if m.json and m.json.get("type") == "fleet_signal" and m.json["state"] == state
+        if m.json
+        and m.json.get("type") == "fleet_signal"
+        and m.json["state"] == state
+        and m.json.get("kind") == kind
     ]
+
+
+def tool_signals(messages: Sequence[Message]) -> tuple[list[str], dict[str, object]]:
+    """The failing tool's health signal: its states in order (one per id), and its firing."""
+    seen = {str(s["id"]): s for s in signals(messages, "firing", "tool")}
+    seen |= {str(s["id"]): s for s in signals(messages, "resolved", "tool")}
+    ordered = sorted(seen.values(), key=lambda s: (s["at_ms"], s["state"] == "firing"))  # type: ignore[arg-type,return-value]
+    [firing] = [s for s in ordered if s["state"] == "firing"]
+    assert {s["signal_id"] for s in ordered} == {firing["signal_id"]}
+    assert firing["tool"] == "read" and firing["runs"] >= 3 and firing["ratio"] >= 0.5  # type: ignore[operator]
+    return [str(s["state"]) for s in ordered], firing
+
+
+def bad_uses_of(first: int, end: int) -> Callable[[Sequence[Message]], bool]:
+    """True once the fleet topic holds a bad tool use of each of these broken runs."""
+    want = {f"broken-{i}" for i in range(first, end)}
+
+    def seen(messages: Sequence[Message]) -> bool:
+        bad = {
+            m.json["run_id"]
+            for m in messages
+            if m.json and m.json.get("type") == "fleet_tool_use" and m.json.get("bad")
+        }
+        return want <= bad
+
+    return seen
+
+
+def both_resolved(messages: Sequence[Message]) -> bool:
+    """The signature's and the tool's signals both resolved."""
+    return bool(signals(messages, "resolved")) and bool(signals(messages, "resolved", "tool"))
 
 
 async def outage(client: RuntimeClient, clock: Clock) -> None:
@@ -148,11 +192,12 @@ async def test_an_outage_fires_blocks_a_runtime_early_and_resolves(
         healthy = client.run("healthy", agent_id="agent-0", start_seq=2)
         await healthy.tool_call("read", {"path": "README.md"})
         await client.flush()
-        control = await kafka.consume_until(
-            topics.control, lambda ms: bool(signals(ms, "resolved")), 30
-        )
+        control = await kafka.consume_until(topics.control, both_resolved, 30)
     [resolved] = signals(control, "resolved")
     assert resolved["signal_id"] == firing["signal_id"]
+    states, tool = tool_signals(control)
+    assert states == ["firing", "resolved"]
+    assert set(tool["sample_run_ids"]) <= {f"broken-{i}" for i in range(4)} | {"late"}  # type: ignore[arg-type]
     blocks = [m.json for m in control if m.json and m.json.get("command") == "block_call"]
     assert [b["run_id"] for b in blocks] == ["late"] and blocks[0]["detector"] == "fleet_signal"
 
@@ -160,6 +205,8 @@ async def test_an_outage_fires_blocks_a_runtime_early_and_resolves(
     body = await worker.wait_until("/metrics", lambda b: resolved_line in b, 20)
     assert 'loopguard_fleet_signals_total{state="firing"} 1.0' in body
     assert "loopguard_fleet_signatures_firing 0.0" in body
+    assert 'loopguard_fleet_tool_signals_total{state="resolved"} 1.0' in body
+    assert "loopguard_fleet_tools_firing 0.0" in body
     early = 'loopguard_detections_total{detector="fleet_signal",level="critical",mode="enforce"}'
     assert f"{early} 1.0" in body
 
@@ -177,7 +224,7 @@ async def test_an_outage_fires_blocks_a_runtime_early_and_resolves(
     recomputed = recompute_fleet_signals(policy.fleet, [record(m) for m in fleet])
     live_signals = [m.value or b"" for m in control if m.json.get("type") == "fleet_signal"]
     assert by_key(recomputed, "signature") == by_key(live_signals, "signature")
-    assert len(live_signals) == 2
+    assert len(live_signals) == 4  # the signature's and the tool's, firing and resolved
 
 
 def record(m: Message) -> InputRecord:
@@ -189,7 +236,8 @@ def by_key(values: list[bytes], field: str) -> dict[object, list[bytes]]:
     """Control messages grouped by run (or signature), each group in its order."""
     out: dict[object, list[bytes]] = {}
     for v in values:
-        out.setdefault(orjson.loads(v)[field], []).append(v)
+        doc = orjson.loads(v)
+        out.setdefault(doc.get(field, ("tool", doc.get("tool"))), []).append(v)
     return out
 
 
@@ -268,13 +316,54 @@ async def test_a_worker_killed_during_an_outage_fires_once_and_resolves_once_res
                 cid = await run.tool_call("read", READ)
                 await run.tool_result(cid, "read", READ, error=ENOENT)
                 clock.ms += 100
+        await client.flush()
+        # Their tool uses reach the fleet task before the event time that closes the windows:
+        # the restarted worker reads its input partitions in its own order, and a use behind
+        # a tick more than 1 s later would be late (docs/fleet.md, "Limits").
+        await kafka.consume_until(fleet_topic_of(topics.group_id), bad_uses_of(4, 8), 30)
         clock.ms += 3 * WINDOW_S * 1000  # then it is over
         healthy = client.run("healthy", agent_id="agent-0", start_seq=2)
         await healthy.tool_call("read", {"path": "README.md"})
         await client.flush()
-        control = await kafka.consume_until(
-            topics.control, lambda ms: bool(signals(ms, "resolved")), 60
-        )
+        control = await kafka.consume_until(topics.control, both_resolved, 60)
     firing, resolved = signals(control, "firing"), signals(control, "resolved")
     assert [len(firing), len(resolved)] == [1, 1]
     assert resolved[0]["signal_id"] == firing[0]["signal_id"]
+    # The tool's counts were restored with the fleet state: one signal, resolved by its id.
+    states, _ = tool_signals(control)
+    assert states == ["firing", "resolved"]
+
+
+def contribution(signature: str, run: str, ts: int) -> bytes:
+    """A fleet topic record as a worker sends one for a run's retried failure."""
+    record = {
+        "type": "fleet_observation", "signature": signature, "tool": "read", "run_id": run,
+        "agent_id": f"agent-{run}", "ts": ts, "streak": 1, "is_failure": True,
+    }  # fmt: skip
+    return orjson.dumps(record)
+
+
+async def test_a_fleet_state_larger_than_one_record_survives_a_restart(
+    start_worker: Callable[..., WorkerProcess], topics: TopicSet, kafka: KafkaIO
+) -> None:
+    """6,000 single-run signatures on one fleet partition (about 1 MB of state, over a table
+    record's budget) and two runs of one more: the state is written in chunks, the commit
+    passes, and a worker restarted on another data dir counts a third run of that signature
+    as the third: it fires with 3 runs."""
+    worker = await started(start_worker)
+    topic, now = fleet_topic_of(topics.group_id), Clock().ms
+    stuck = "5" * 32
+    filler = [contribution(f"{i:032x}", f"filler-{i}", now) for i in range(6_000)]
+    first_two = [contribution(stuck, f"stuck-{i}", now + i) for i in range(2)]
+    await kafka.produce_raw(topic, filler + first_two, key=b"one-partition")
+    await fleet_committed_to_its_end(kafka, topics)  # the state that counts them is written
+    worker.kill()
+    start_worker()  # another data dir: the state comes from the changelog
+    tick = orjson.dumps({"type": "fleet_tick", "ts": now + 2_000})
+    await kafka.produce_raw(
+        topic, [contribution(stuck, "stuck-2", now + 2), tick], key=b"one-partition"
+    )
+    control = await kafka.consume_until(topics.control, lambda ms: bool(signals(ms, "firing")), 60)
+    [firing] = signals(control, "firing")
+    assert (firing["signature"], firing["runs"]) == (stuck, 3)
+    assert firing["sample_run_ids"] == ["stuck-0", "stuck-1", "stuck-2"]

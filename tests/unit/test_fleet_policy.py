@@ -12,10 +12,13 @@ from loopguard_fleet.config.defaults import fleet_topic_of
 from loopguard_fleet.config.policy_json_schema import policy_schema
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.detectors.fleet import FleetSettings
+from loopguard_fleet.detectors.fleet.settings import ToolHealthSettings
 from loopguard_fleet.streams.cli import main
 from loopguard_fleet.streams.worker.run import worker_topics
 
-FLEET_KEYS = "enabled, windowSeconds, minRuns, earlyAction, earlyAtCount"
+FLEET_KEYS = "enabled, windowSeconds, minRuns, earlyAction, earlyAtCount, toolHealth"
+TOOL_HEALTH_KEYS = "enabled, errorRatio, minRuns"
+TOOL_HEALTH = {"enabled": False, "errorRatio": 0.5, "minRuns": 10}
 
 
 def fleet(block: object) -> dict[str, object]:
@@ -39,6 +42,7 @@ def test_without_the_block_fleet_signals_are_off_with_the_documented_defaults() 
         "minRuns": 5,
         "earlyAction": "warn",
         "earlyAtCount": 3,
+        "toolHealth": TOOL_HEALTH,
     }
 
 
@@ -52,6 +56,9 @@ def test_every_key_is_read() -> None:
     }
     got = load_policy(fleet(block)).fleet
     assert got == FleetSettings(True, 60, 20, "block", 2)
+    health = {"enabled": True, "errorRatio": 1, "minRuns": 3.0}
+    got = load_policy(fleet({"toolHealth": health})).fleet.tool_health
+    assert got == ToolHealthSettings(True, 1.0, 3)
 
 
 @pytest.mark.parametrize(
@@ -116,6 +123,41 @@ def test_every_key_is_read() -> None:
             "loopguard.fleet.earlyAtCount",
             "must be a whole number > 0, got 2.5",
         ),
+        (
+            {"toolHealth": None},
+            "loopguard.fleet.toolHealth",
+            f"must be an object (keys: {TOOL_HEALTH_KEYS}), got null",
+        ),
+        (
+            {"toolHealth": {"ratio": 0.5}},
+            "loopguard.fleet.toolHealth",
+            "unknown key 'ratio'",
+        ),
+        (
+            {"toolHealth": {"errorRatio": 0}},
+            "loopguard.fleet.toolHealth.errorRatio",
+            "must be a number above 0 and at most 1, got 0",
+        ),
+        (
+            {"toolHealth": {"errorRatio": 1.5}},
+            "loopguard.fleet.toolHealth.errorRatio",
+            "must be a number above 0 and at most 1, got 1.5",
+        ),
+        (
+            {"toolHealth": {"errorRatio": True}},
+            "loopguard.fleet.toolHealth.errorRatio",
+            "must be a number above 0 and at most 1, got true (a boolean is never a number)",
+        ),
+        (
+            {"toolHealth": {"minRuns": 1}},
+            "loopguard.fleet.toolHealth.minRuns",
+            "must be a whole number ≥ 2, got 1",
+        ),
+        (
+            {"toolHealth": {"enabled": None}},
+            "loopguard.fleet.toolHealth.enabled",
+            "must be a boolean (true/false), got null",
+        ),
     ],
 )
 def test_a_bad_fleet_block_is_an_error_at_its_path(block: object, path: str, message: str) -> None:
@@ -138,6 +180,9 @@ def test_the_fleet_settings_are_part_of_the_policy_version() -> None:
     assert load_policy(fleet({"minRuns": 5, "enabled": False})).version == plain.version
     assert load_policy(fleet({"enabled": True})).version != plain.version
     assert load_policy(fleet({"earlyAtCount": 4})).version != plain.version
+    # Tool health at its defaults keeps the version of a policy that never names it.
+    assert load_policy(fleet({"toolHealth": {"minRuns": 10}})).version == plain.version
+    assert load_policy(fleet({"toolHealth": {"enabled": True}})).version != plain.version
 
 
 def test_policy_check_prints_the_resolved_fleet_block(tmp_path: Path, capsys) -> None:
@@ -151,6 +196,7 @@ def test_policy_check_prints_the_resolved_fleet_block(tmp_path: Path, capsys) ->
         "minRuns": 5,
         "earlyAction": "block",
         "earlyAtCount": 3,
+        "toolHealth": TOOL_HEALTH,
     }
     assert printed["version"] == load_policy(path).version
 
@@ -166,8 +212,9 @@ def test_policy_check_reports_a_bad_fleet_key_with_its_path(tmp_path: Path, caps
 
 def test_the_published_schema_describes_the_fleet_block() -> None:
     schema = json.dumps(policy_schema())
-    for key in FLEET_KEYS.split(", "):
+    for key in [*FLEET_KEYS.split(", "), *TOOL_HEALTH_KEYS.split(", ")]:
         assert f'"{key}"' in schema
+    assert '"exclusiveMinimum": 0' in schema
     assert '"enum": ["warn", "block"]' in schema
 
 

@@ -155,3 +155,45 @@ def test_explain_shows_the_fleet_evidence_behind_an_early_block() -> None:
     table = render_table(timeline)
     assert f"fleet: signal {signal['signal_id']} fired at {T0 + 2200} ms: read in 3 runs" in table
     assert '"fleet_signals"' in render_json(timeline)
+
+
+HEALTH = {**FLEET, "toolHealth": {"enabled": True, "minRuns": 4, "errorRatio": 0.5}}
+
+
+def test_tool_health_fires_for_the_failing_tool_and_resolves_in_replay() -> None:
+    lines = outage_lines()
+    out = replay(HEALTH, lines)
+    tools = [d for d in out if d["type"] == "fleet_signal" and d.get("kind") == "tool"]
+    assert [(t["state"], t["tool"]) for t in tools] == [("firing", "read"), ("resolved", "read")]
+    firing, resolved = tools
+    assert firing["signal_id"] == resolved["signal_id"]
+    # The window closing at 5 s held 5 broken runs of 11 (below 0.5); the one closing at
+    # 10 s, all 8 broken runs (each retried its failure) and the 6 healthy README readers.
+    assert (firing["at_ms"], firing["runs"], firing["bad_runs"], firing["error_runs"]) == (
+        T0 + 10_000,
+        14,
+        8,
+        8,
+    )
+    assert (firing["ratio"], firing["no_progress_runs"], firing["agents"]) == (0.5714, 0, 4)
+    assert firing["sample_run_ids"] == ["broken-0", "broken-1", "broken-2"]
+    assert resolved["bad_runs"] == 0 and resolved["at_ms"] > firing["at_ms"]
+    # Tool health changes no run's decision and no signature's signal.
+    unversioned = [{**d, "policy_version": None} for d in out if d.get("kind") != "tool"]
+    assert unversioned == [{**d, "policy_version": None} for d in replay(FLEET, lines)]
+    assert replay_bytes(HEALTH, lines) == replay_bytes(HEALTH, lines)
+
+
+def test_healthy_shared_reads_never_make_a_tool_fire() -> None:
+    healthy = [line for line in outage_lines() if b"broken-" not in line]
+    out = replay({**HEALTH, "toolHealth": {"enabled": True, "minRuns": 2}}, healthy)
+    assert [d for d in out if d["type"] == "fleet_signal"] == []
+
+
+def test_compare_and_explain_read_a_replay_with_tool_signals() -> None:
+    items = list(enumerate(outage_lines(), 1))
+    off = load_policy({"tools": ON})
+    on = load_policy({"tools": ON, "loopguard": {"fleet": HEALTH}})
+    assert compare(off, on, items).runs["broken-3"].first == [None, (4, "fleet_signal", "block")]
+    timeline = explain_run(on, items, "broken-5")
+    assert [s.get("kind") for s in timeline.fleet_signals] == [None]  # the signature's only

@@ -68,6 +68,15 @@ PER_TOOL_POLICY = {
 }
 
 
+#: `--fleet`: the same detection with fleet signals on (docs/fleet.md; defaults: 300 s
+#: windows, minRuns 5), and with tool health on too.
+FLEET_POLICY = {**POLICY, "loopguard": {"fleet": {"enabled": True}}}
+FLEET_TOOLS_POLICY = {
+    **POLICY,
+    "loopguard": {"fleet": {"enabled": True, "toolHealth": {"enabled": True}}},
+}
+
+
 def workload(calls: int, runs: int = RUNS) -> list[tuple[bytes, bytes]]:
     """(key, value) of 2 x `calls` events: E `mixed` calls over 1,000 runs, call then result."""
     seqs = [0] * runs
@@ -329,6 +338,10 @@ async def main() -> None:
         help="also run the worker with per-tool settings (PER_TOOL_POLICY): with / without",
     )  # fmt: skip
     ap.add_argument(
+        "--fleet", action="store_true",
+        help="also run the worker with fleet signals on, then with tool health too: on / off",
+    )  # fmt: skip
+    ap.add_argument(
         "--faust-loop", action="store_true",
         help="also run the worker (and floors) with LOOPGUARD_FAUST_FAST_PATH=0: before/after",
     )  # fmt: skip
@@ -377,6 +390,10 @@ async def _bench(
         old_env = {**extra_env, "LOOPGUARD_FAUST_FAST_PATH": "0"}  # Faust's own drain loop
         old_rates: list[float] = []
         tool_rates: list[float] = []
+        fleet_rates: dict[str, list[float]] = (
+            {"fleet": [], "fleet_tool_health": []} if args.fleet else {}
+        )
+        fleet_docs = {"fleet": FLEET_POLICY, "fleet_tool_health": FLEET_TOOLS_POLICY}
         modes = [m for m in args.floor_modes.split(",") if m in FLOOR_MODES]
         floors: dict[str, list[float]] = {mode: [] for mode in modes} if args.floor else {}
         old_floors: dict[str, list[float]] = (
@@ -408,6 +425,14 @@ async def _bench(
                 print(f"# run {i}: worker, per-tool settings {t_rate:,.0f} ev/s", file=sys.stderr)
                 if i:
                     tool_rates.append(t_rate)
+            for name, rates in fleet_rates.items():
+                f_rate, _ = await run_worker(
+                    broker, source, f"{name}{i}", total, workdir, None, extra_env,
+                    policy_doc=fleet_docs[name],
+                )  # fmt: skip
+                print(f"# run {i}: worker, {name} {f_rate:,.0f} ev/s", file=sys.stderr)
+                if i:
+                    rates.append(f_rate)
             if args.exactly_once:
                 e_rate, _ = await run_worker(
                     broker, source, f"eos{i}", total, workdir, None, eos_env
@@ -444,6 +469,9 @@ async def _bench(
         if tool_rates:
             print(_figure("worker_per_tool_events_per_s", tool_rates, relay_rates,
                           vs_without_per_tool=_ratio(tool_rates, worker_rates), **on))  # fmt: skip
+        for name, rates in fleet_rates.items():
+            print(_figure(f"worker_{name}_events_per_s", rates, relay_rates,
+                          vs_fleet_off=_ratio(rates, worker_rates), **on))  # fmt: skip
         if old_rates:
             speedup = _ratio(worker_rates, old_rates)
             print(_figure("worker_faust_loop_events_per_s", old_rates, relay_rates,

@@ -19,7 +19,17 @@ from loopguard_fleet.streams.client.connection import TopicNames
 from loopguard_fleet.streams.client.run_events import MISSING, Missing, RunEvents, WireEvent
 from loopguard_fleet.streams.client.runtime import RuntimeClient
 
-__all__ = ["HEALTHY", "LOOP_KINDS", "SimRun", "fleet_events", "fleet_plan", "simulate"]
+__all__ = [
+    "HEALTHY",
+    "LOOP_KINDS",
+    "OUTAGE",
+    "SimRun",
+    "fleet_events",
+    "fleet_plan",
+    "heartbeat",
+    "outage_plan",
+    "simulate",
+]
 
 HEALTHY: Final = "healthy"
 #: Each stuck kind is named after the detector that should catch it.
@@ -30,9 +40,15 @@ LOOP_KINDS: Final = (
     "unknown_tool_repeat",
     "compaction_loop_persisted",
 )
+#: Runs hit by one broken dependency at once: each retries the same failing call, which no
+#: single run's detector stops before its 10th repeat (docs/fleet.md, "Try it").
+OUTAGE: Final = "outage"
+OUTAGE_START: Final = 0.05  # where in the fleet's events the outage begins, and ends
+OUTAGE_END: Final = 0.45
 _AGENTS: Final = ("main", "research", "ops")
 _FLUSH_EVERY: Final = 1_000  # events between two flushes: a tenth of the client's buffer
 _FLUSH_TIMEOUT_S: Final = 30.0
+HEARTBEAT_S: Final = 0.5  # between two calls of the run that keeps the demo's time moving
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +73,16 @@ def fleet_plan(runs: int = 50, seed: int = 0, *, prefix: str = "sim") -> list[Si
     for i, kind in enumerate(kinds):
         agent = _AGENTS[i % len(_AGENTS)]
         plan.append(SimRun(f"{prefix}-{i:03d}", kind, agent, f"agent:{agent}:{prefix}-{i:03d}"))
+    return plan
+
+
+def outage_plan(runs: int = 12, *, prefix: str = "sim") -> list[SimRun]:
+    """The runs an outage hits, spread over the demo's agents."""
+    plan = []
+    for i in range(runs):
+        agent = _AGENTS[i % len(_AGENTS)]
+        run_id = f"{prefix}-outage-{i:02d}"
+        plan.append(SimRun(run_id, OUTAGE, agent, f"agent:{agent}:{run_id}"))
     return plan
 
 
@@ -133,6 +159,10 @@ def _stuck(s: _Script, kind: str, calls: int) -> None:
     elif kind == "unknown_tool_repeat":
         for i in range(calls):
             s.call("exec", {"command": f"ls -la /tmp/{i}"}, error="Tool exec not found")
+    elif kind == OUTAGE:
+        err = "EIO: i/o error, open '/mnt/shared/config.yaml' (mount unavailable)"
+        for _ in range(calls):
+            s.call("read", {"path": "/mnt/shared/config.yaml"}, error=err)
     elif kind == "compaction_loop_persisted":
         err = "ENOENT: no such file or directory, open '/workspace/plan.md'"
         for _ in range(5):
@@ -168,13 +198,26 @@ def fleet_events(
     privacy: bool = False,
     stuck_calls: int = 25,
     end_runs: bool = True,
+    outage_runs: int = 0,
 ) -> list[WireEvent]:
-    """All runs' wire events, each run in seq order, interleaved across runs by the seed."""
+    """All runs' wire events, each run in seq order, interleaved across runs by the seed;
+    with `outage_runs`, that many runs retrying one broken call, all between `OUTAGE_START`
+    and `OUTAGE_END` of the stream (so the fleet's later traffic sees the outage end)."""
     queues = [
         run_events(r, seed, privacy=privacy, stuck_calls=stuck_calls, end=end_runs)[::-1]
         for r in fleet_plan(runs, seed, prefix=prefix)
     ]
-    return interleave(queues, random.Random(f"{seed}:interleave"))
+    events = interleave(queues, random.Random(f"{seed}:interleave"))
+    if not outage_runs:
+        return events
+    hit = [
+        run_events(r, seed, privacy=privacy, stuck_calls=stuck_calls, end=end_runs)[::-1]
+        for r in outage_plan(outage_runs, prefix=prefix)
+    ]
+    outage = interleave(hit, random.Random(f"{seed}:outage"))
+    start, end = int(len(events) * OUTAGE_START), int(len(events) * OUTAGE_END)
+    during = interleave([events[start:end][::-1], outage[::-1]], random.Random(f"{seed}:during"))
+    return events[:start] + during + events[end:]
 
 
 def interleave(queues: list[list[WireEvent]], rng: random.Random) -> list[WireEvent]:
@@ -200,11 +243,16 @@ async def simulate(
     prefix: str | None = None,
     privacy: bool = False,
     on_event: Callable[[WireEvent], None] | None = None,
+    outage_runs: int = 0,
 ) -> int:
     """Publish the fleet at `rate` events/s (None: as fast as possible); return the count."""
     # A fresh prefix per demo, so a worker that remembers earlier runs sees new ones.
     events = fleet_events(
-        runs, seed, prefix=prefix or f"sim{secrets.token_hex(2)}", privacy=privacy
+        runs,
+        seed,
+        prefix=prefix or f"sim{secrets.token_hex(2)}",
+        privacy=privacy,
+        outage_runs=outage_runs,
     )
     loop = asyncio.get_running_loop()
     async with RuntimeClient(bootstrap, topics=topics, is_listening=False) as client:
@@ -221,3 +269,24 @@ async def simulate(
                 await client.flush(_FLUSH_TIMEOUT_S)  # well under its bound, or say why not
         await client.flush(_FLUSH_TIMEOUT_S)
     return len(events)
+
+
+async def heartbeat(bootstrap: str | list[str], topics: TopicNames, seed: int = 0) -> None:
+    """Publish one healthy run's calls every `HEARTBEAT_S` until cancelled.
+
+    Fleet windows close on event time, which only traffic moves: after the demo's fleet
+    has been sent, this run is the fleet that keeps working, so the outage's signal resolves.
+    """
+    run = SimRun(f"hb{secrets.token_hex(2)}-heartbeat", HEALTHY, _AGENTS[0], "agent:main:hb")
+    rng = random.Random(f"{seed}:{run.run_id}")
+    script = _Script(run, privacy=False)
+    async with RuntimeClient(bootstrap, topics=topics, is_listening=False) as client:
+        n = 0
+        while True:
+            _healthy_call(script, rng, n)
+            events, script.out = script.out, []
+            for event in events:
+                await client.publish(event)
+            await client.flush(_FLUSH_TIMEOUT_S)
+            n += 1
+            await asyncio.sleep(HEARTBEAT_S)  # pacing the demo, not waiting for a result

@@ -27,7 +27,7 @@ from loopguard_fleet.config.policy import DETECTION_ON_TEXT
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.detectors.jsjson import loads
 from loopguard_fleet.streams.client.runtime import Topics
-from loopguard_fleet.streams.demo.simulate import simulate
+from loopguard_fleet.streams.demo.simulate import heartbeat, simulate
 from loopguard_fleet.streams.embedded.child import free_port
 from loopguard_fleet.streams.embedded.kafka import (
     KAFKA_VERSION,
@@ -44,11 +44,25 @@ from loopguard_fleet.streams.kafka.connection import cancel_until_done
 
 READY_TIMEOUT_S = 90.0
 UP_FETCH_MAX_WAIT_MS = 5  # the embedded worker's default: docs/client.md, "Verdict latency"
-DEMO_POLICY = "// written by `loopguard up`\n" + DETECTION_ON_TEXT
+UP_POLICY = "// written by `loopguard up`\n" + DETECTION_ON_TEXT
+#: `--demo` adds fleet signals with a short window, so its outage fires, blocks early and
+#: resolves within the demo (docs/fleet.md, "Try it"); the defaults are 300 s and `warn`.
+DEMO_POLICY = (
+    "// written by `loopguard up --demo`\n"
+    "{tools: {loopDetection: {enabled: true}},\n"
+    " loopguard: {fleet: {enabled: true, windowSeconds: 6, minRuns: 5, earlyAction: 'block',"
+    " earlyAtCount: 3}}}\n"
+)
+DEMO_OUTAGE_RUNS = 12  # runs the demo's outage hits, beside the healthy and stuck ones
 
 
 def _worker_env(
-    settings: Settings, broker_url: str, is_tansu: bool, data_dir: Path, web_port: int
+    settings: Settings,
+    broker_url: str,
+    is_tansu: bool,
+    data_dir: Path,
+    web_port: int,
+    demo: bool = False,
 ) -> dict[str, str]:
     """The worker's environment: the user's, with the broker, port and demo defaults set."""
     env = dict(os.environ)  # the worker builds its own Settings from it (streams/main.py)
@@ -58,7 +72,7 @@ def _worker_env(
     if settings.policy_file is None:
         # OpenClaw ships the rolling detectors off; the embedded default turns them on.
         policy = data_dir / "policy.json5"
-        policy.write_text(DEMO_POLICY)
+        policy.write_text(DEMO_POLICY if demo else UP_POLICY)
         env["LOOPGUARD_POLICY_FILE"] = str(policy)
     # A verdict waits for the worker's next fetch: Tansu holds a fetch for the whole
     # max-wait, so the settings' 100 ms would be most of a verdict's latency (docs/client.md).
@@ -88,16 +102,24 @@ def _wait_ready(proc: subprocess.Popen[bytes], web_port: int, log_path: Path) ->
 
 def format_decision(msg: dict[str, Any]) -> str:
     """One control message as a terminal line."""
-    run = str(msg.get("run_id", ""))[:14]
+    run = str(msg.get("run_id", ""))[:18]
     if msg.get("type") == "loop_event":
         action = str(msg.get("action", "")).upper()
         quiet = "" if msg.get("published") else "  (unpublished)"
         return (
-            f"{action:<6} {run:<14} {msg.get('tool', '')!s:<14} {msg.get('detector', '')!s:<26}"
+            f"{action:<6} {run:<18} {msg.get('tool', '')!s:<14} {msg.get('detector', '')!s:<26}"
             f" count {msg.get('count')}{quiet}"
         )
     if msg.get("type") == "command":
         return f"  → {msg.get('command')} {run} ({msg.get('detector')})"
+    if msg.get("type") == "fleet_signal":
+        what = f"tool {msg.get('tool')}" if msg.get("kind") == "tool" else str(msg.get("tool"))
+        state = str(msg.get("state", ""))
+        evidence = f" in {msg.get('runs')} runs across {msg.get('agents')} agents"
+        return (
+            f"FLEET  {state.upper():<8} {what}{evidence if state == 'firing' else ''}"
+            f" (signal {str(msg.get('signal_id', ''))[:12]})"
+        )
     return f"verdict {run} {msg.get('tool_call_id')} {msg.get('decision')}"
 
 
@@ -129,13 +151,22 @@ async def _demo(bootstrap: str, topics: Topics, runs: int) -> None:
     assert main is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     tail = asyncio.create_task(_tail(bootstrap, topics.control, show_unpublished=False))
+    beat: asyncio.Task[None] | None = None
     try:
         await asyncio.sleep(1.0)  # let the tail position itself before the fleet starts
-        sent = await simulate(bootstrap, topics, runs=runs)
-        print(f"demo fleet: {sent} events from {runs} runs sent; Ctrl-C to stop", flush=True)
-        await tail
+        sent = await simulate(bootstrap, topics, runs=runs, outage_runs=DEMO_OUTAGE_RUNS)
+        print(
+            f"demo fleet: {sent} events from {runs} runs and {DEMO_OUTAGE_RUNS} hit by an outage"
+            " sent; a heartbeat run keeps the fleet's time moving; Ctrl-C to stop",
+            flush=True,
+        )
+        beat = asyncio.create_task(heartbeat(bootstrap, topics))
+        await asyncio.wait([tail, beat], return_when=asyncio.FIRST_COMPLETED)
+        for task in (tail, beat):
+            if task.done():
+                task.result()  # a failure of either ends the demo with its error
     finally:
-        await cancel_until_done([tail])
+        await cancel_until_done([t for t in (tail, beat) if t is not None])
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -192,7 +223,12 @@ def up_main(settings: Settings, demo: bool, runs: int = 50, broker_kind: str = "
             proc = subprocess.Popen(
                 [sys.executable, "-m", "loopguard_fleet.streams.main", "worker"],
                 env=_worker_env(
-                    settings, broker_url, isinstance(broker, EmbeddedBroker), data_dir, web_port
+                    settings,
+                    broker_url,
+                    isinstance(broker, EmbeddedBroker),
+                    data_dir,
+                    web_port,
+                    demo,
                 ),
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -1,4 +1,5 @@
-"""Run `loopguard up --demo` as a user does: wait for a block and an abort, stop it by signal.
+"""Run `loopguard up --demo` as a user does: wait for a block, an abort and the outage's fleet
+signal firing, blocking early and resolving; stop it by signal.
 
 Shared by tests/integration/test_up.py (the checkout's command) and
 tests/integration/test_installed_up.py (the command of a wheel installed outside the checkout).
@@ -57,6 +58,17 @@ def _replay_reads_what_up_printed(text: str, env: dict[str, str], cwd: Path | No
     assert '"command":"abort_run"' in replay.stdout, replay.stdout[-2000:]
 
 
+def _outage_fired_blocked_and_resolved(text: str) -> None:
+    """The demo's outage: one signal fires, runs it hits are blocked early (before per-run
+    detection's 10th repeat), and the same signal resolves once it is over."""
+    fired = re.findall(r"^FLEET  FIRING   read in (\d+) runs .*\(signal (\w+)\)$", text, re.M)
+    resolved = re.findall(r"^FLEET  RESOLVED read \(signal (\w+)\)$", text, re.M)
+    assert [signal for _, signal in fired] == resolved and len(resolved) == 1, text
+    assert int(fired[0][0]) >= 5, text  # minRuns
+    early = re.findall(r"^BLOCK  \S+-outage-\d+ +read +fleet_signal +count (\d+)$", text, re.M)
+    assert early and min(map(int, early)) == 3, text  # earlyAtCount
+
+
 def up_demo_until_blocks_then_stop(
     argv: list[str], env: dict[str, str], stop_signal: signal.Signals, cwd: Path | None = None
 ) -> str:
@@ -80,7 +92,7 @@ def up_demo_until_blocks_then_stop(
     try:
         end = time.monotonic() + DEADLINE_S
         text = ""
-        while not ("→ block_call" in text and "→ abort_run" in text):
+        while not ("→ block_call" in text and "→ abort_run" in text and "FLEET  RESOLVED" in text):
             remaining = end - time.monotonic()
             if remaining <= 0:
                 break
@@ -93,6 +105,7 @@ def up_demo_until_blocks_then_stop(
         children = [int(m.group(1)) for m in pids if m]
         assert "→ block_call" in text, text
         assert "→ abort_run" in text and "compaction_loop_persisted" in text, text
+        _outage_fired_blocked_and_resolved(text)
         assert len(children) == 2, text
         worker_pid, broker_pid = children
         assert _alive(worker_pid) and _alive(broker_pid)

@@ -115,6 +115,10 @@ class BatchOutbox:
             p = self._partition_of[key] = (murmur2(key) & 0x7FFFFFFF) % self._partitions
         self._pending.setdefault(p, []).append((key, value))
 
+    def add_to(self, partition: int, key: bytes, value: bytes) -> None:
+        """Queue one message for the next `send()` to the given partition."""
+        self._pending.setdefault(partition, []).append((key, value))
+
     async def send(self, *, urgent: bool) -> None:
         """Hand every queued message to the producer (delivery is awaited at commit time).
 
@@ -147,8 +151,12 @@ class BatchOutbox:
 
     def delivery(self) -> Sent:
         """The batches sent so far (awaited later: batches sent after are not waited for)."""
+        return Sent(self._topic, self.take_sent())
+
+    def take_sent(self) -> list[asyncio.Future[Any]]:
+        """The delivery futures of the batches sent since the last take (for a commit gate)."""
         inflight, self._inflight = self._inflight, []
-        return Sent(self._topic, inflight)
+        return inflight
 
     async def wait_delivered(self) -> None:
         """Wait until everything sent so far is acknowledged; raise OutputLost if not."""

@@ -140,7 +140,7 @@ class RunProcessor:
                 held += records_in(event)
             has_verdict = self.driver.apply(messages_of(events))
             if self.fleet_link is not None:
-                self.fleet_link.send()
+                await self.fleet_link.send()
             await self._outbox.send(urgent=has_verdict)
             self._metrics.observe_batch(perf_counter() - started, held)
 

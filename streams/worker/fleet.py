@@ -38,6 +38,7 @@ from loopguard_fleet.streams.processing.fleet import (
 )
 from loopguard_fleet.streams.processing.fleet_partition import PartitionFleet
 from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.processing.outbox import BatchOutbox
 from loopguard_fleet.streams.wire.codec import encode
 from loopguard_fleet.streams.wire.deadletter import Origin, dead_letter
 from loopguard_fleet.streams.worker.app import Wiring
@@ -170,26 +171,38 @@ class FleetLink:
     topic: Any  # faust TopicT: the fleet topic
     partitions: int
     gate: CommitGate
+    # At-least-once: the batch's fleet records go as one closed aiokafka batch per fleet
+    # partition, as decisions do (Faust's per-record `send_soon` path cost most of what fleet
+    # signals cost: docs/fleet.md, "Measured"); exactly-once: None, through the gate's
+    # transactional producer.
+    outbox: BatchOutbox | None = None
     ticked_ms: int | None = None
 
-    def send(self) -> None:
-        """Queue the contributions held since the last batch, and a tick if time moved."""
-        send, topic = self.gate.send, self.topic
+    async def send(self) -> None:
+        """Send the contributions held since the last batch, and a tick if time moved; the
+        next checkpoint waits for their delivery."""
         for obs in self.stage.take():
-            send(topic, obs.signature.encode(), encode(observation_record(obs)))
+            self._emit(obs.signature.encode(), encode(observation_record(obs)))
         for use in self.stage.take_uses():  # keyed by tool: one fleet task judges each tool
-            send(
-                topic, signal_key({"kind": "tool", "tool": use.tool}), encode(tool_use_record(use))
-            )
-        latest = self.stage.latest_ms
-        if latest is None or (
-            self.ticked_ms is not None and latest < self.ticked_ms + TICK_EVERY_MS
-        ):
-            return
-        self.ticked_ms = latest
-        tick = encode(tick_record(latest))
-        for p in range(self.partitions):
-            send(topic, b"tick", tick, p)
+            self._emit(signal_key({"kind": "tool", "tool": use.tool}), encode(tool_use_record(use)))
+        latest, ticked = self.stage.latest_ms, self.ticked_ms
+        if latest is not None and (ticked is None or latest >= ticked + TICK_EVERY_MS):
+            self.ticked_ms = latest
+            tick = encode(tick_record(latest))
+            for p in range(self.partitions):
+                self._emit(b"tick", tick, p)
+        if self.outbox is not None:
+            await self.outbox.send(urgent=False)
+            for fut in self.outbox.take_sent():
+                self.gate.track(fut)
+
+    def _emit(self, key: bytes, value: bytes, partition: int | None = None) -> None:
+        if self.outbox is None:
+            self.gate.send(self.topic, key, value, partition)
+        elif partition is None:
+            self.outbox.add(key, value)  # the partition Faust's default partitioner picks
+        else:
+            self.outbox.add_to(partition, key, value)
 
 
 @dataclass(slots=True)
@@ -252,15 +265,18 @@ def install_fleet(
     gate: CommitGate,
     store: TableStore,
     metrics: Metrics,
+    batched: bool = True,
 ) -> tuple[FleetLink, FleetCheckpoint]:
     """Declare the fleet topic and register the fleet task; the link the agent sends with, and
-    the task's side of the checkpoint (`gate` and `store`: the detection agent's)."""
+    the task's side of the checkpoint (`gate` and `store`: the detection agent's; `batched`:
+    the link sends in closed batches, False under exactly-once)."""
     app = wiring.app
     raw = RawSchema()
     name = fleet_topic_of(settings.app_id)
     topic = app.topic(name, partitions=settings.partitions, schema=raw)
     tool_calls = app.topic(settings.topic_tool_calls, partitions=settings.partitions, schema=raw)
-    link = FleetLink(stage, topic, settings.partitions, gate)
+    outbox = BatchOutbox(app, name, settings.partitions) if batched else None
+    link = FleetLink(stage, topic, settings.partitions, gate, outbox)
     task = FleetTask(fleet)
     checkpoint = FleetCheckpoint(task, store, gate, name)
 

@@ -141,6 +141,7 @@ def assemble(
             processor.gate,
             processor.store,
             metrics,
+            batched=settings.processing_guarantee != "exactly_once",
         )
         processor.snapshots.append(fleet_checkpoint)
     if settings.topic_otlp_spans:  # the live OTLP bridge (docs/audit.md); the [otlp] extra

@@ -125,7 +125,7 @@ def loopguard_acls(
     # The OTLP bridge (LOOPGUARD_TOPIC_OTLP_SPANS, docs/audit.md): the workers consume the
     # Collector's topic in their group; the Collector creates and writes it.
     if otlp_spans is not None:
-        rules += [Acl(worker, op, "topic", otlp_spans) for op in ("read", "describe")]
+        rules += [Acl(worker, op, "topic", otlp_spans) for op in ("read", "write", "describe")]
     # Agent runtimes: publish their events, read verdicts and commands without a group.
     for topic in inputs:
         rules += [Acl(runtime, "write", "topic", topic), Acl(runtime, "describe", "topic", topic)]

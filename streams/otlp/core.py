@@ -3,11 +3,18 @@
 `SpanBridge.feed` takes one Kafka value (or one line of an OTLP JSON lines file) and returns
 what it released; `finish` releases what is still held (end of a file, or a stopping bridge).
 The same payloads in the same order give the same output bytes.
+
+Every release, late-span and forget decision is a function of the payloads alone: the
+watermark is the latest span end read, or the time a *watermark record* carries. The live
+bridge writes such a record (`watermark_record`) onto a quiet partition of the span topic
+itself, instead of advancing its watermark from the wall clock, so a replay of the topic
+reads the same record at the same offset and decides every span alike.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 from loopguard_fleet.detectors.jsjson import dumps
 from loopguard_fleet.streams.otlp.decode import decode_request
@@ -21,9 +28,28 @@ from loopguard_fleet.streams.otlp.options import OtlpOptions
 from loopguard_fleet.streams.otlp.order import Added, SpanOrder
 from loopguard_fleet.streams.wire.codec import InputRejected, run_key
 
-__all__ = ["Refusal", "SpanBridge", "Step"]
+__all__ = ["WATERMARK_PREFIX", "Refusal", "SpanBridge", "Step", "watermark_record"]
 
 _NS = 1_000_000_000
+#: The value of a watermark record starts so (then the time in ns, ASCII digits): no OTLP
+#: protobuf request starts with "l" (field 13, wire type 4: an end-group), no OTLP/JSON
+#: with a letter.
+WATERMARK_PREFIX: Final = b"loopguard-otlp-watermark "
+
+
+def watermark_record(now_ns: int) -> bytes:
+    """The value of a span-topic record that moves its partition's watermark to `now_ns`."""
+    return WATERMARK_PREFIX + str(now_ns).encode("ascii")
+
+
+def _watermark_of(raw: bytes) -> int | None:
+    """The time a watermark record carries; None if `raw` is not a well-formed one."""
+    digits = raw[len(WATERMARK_PREFIX) :]
+    if not raw.startswith(WATERMARK_PREFIX) or not digits.isdigit() or len(digits) > 20:
+        return None
+    return int(digits)
+
+
 #: "Hold every span until the end of the input": a reorder window no span time reaches.
 _WHOLE_INPUT_NS = 1 << 62
 
@@ -75,6 +101,8 @@ class SpanBridge:
     def feed(self, raw: bytes | None) -> Step:
         """Take one OTLP payload; never raises for bad input."""
         step = Step()
+        if raw is not None and (now_ns := _watermark_of(raw)) is not None:
+            return self.tick(now_ns)
         try:
             request = decode_request(raw, self.max_message_bytes)
         except InputRejected as exc:
@@ -114,7 +142,7 @@ class SpanBridge:
         return step
 
     def tick(self, now_ns: int) -> Step:
-        """Release what a watermark moved to `now_ns` (wall clock, no span arriving) frees."""
+        """Release what a watermark moved to `now_ns` (a watermark record's time) frees."""
         step = Step()
         self.order.advance(now_ns)
         self._release(step, everything=False)

@@ -10,6 +10,10 @@ published from it is delivered. One `SpanBridge` per OTLP partition, fed in offs
 the same topic gives the same events. A record is committed only once none of its spans is
 held any more (`HeldOffsets`): a crash re-reads the records whose spans the reorder window
 still held.
+
+No decision reads the wall clock: a partition that holds spans and read no record for a tick
+gets a watermark record (`watermark_record`, the tick's time) written onto it, and its bridge
+releases when it reads that record back, so a replay of the topic decides alike.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from loopguard_fleet.config.settings import Settings
-from loopguard_fleet.streams.otlp.core import SpanBridge, Step
+from loopguard_fleet.streams.otlp.core import SpanBridge, Step, watermark_record
 from loopguard_fleet.streams.otlp.options import otlp_options
 from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.wire.codec import encode
@@ -32,8 +36,8 @@ from loopguard_fleet.streams.worker.faust.raw_schema import RawSchema
 
 __all__ = ["TICK_S", "HeldOffsets", "install_otlp_bridge"]
 
-#: How often the wall clock moves the watermark when no span arrives, so a run's last spans
-#: are released a window after they started.
+#: How often a quiet partition holding spans gets a watermark record, so a run's last spans
+#: are released about a window after they started.
 TICK_S: Final = 0.5
 
 
@@ -84,6 +88,7 @@ def install_otlp_bridge(
     tool_calls = app.topic(settings.topic_tool_calls, partitions=settings.partitions, schema=raw)
     options = otlp_options(settings)  # the LOOPGUARD_OTLP_* settings, as replay's flags
     bridges: dict[int, tuple[SpanBridge, HeldOffsets]] = {}
+    quiet: set[int] = set()  # partitions that read no record since the last tick
 
     def bridge_of(partition: int) -> tuple[SpanBridge, HeldOffsets]:
         if partition not in bridges:
@@ -119,6 +124,7 @@ def install_otlp_bridge(
         async for events in take_batches(stream, settings.batch_max_events):
             for msg in messages_of(events):
                 bridge, held = bridge_of(msg.partition)
+                quiet.discard(msg.partition)
                 step = bridge.feed(msg.value)
                 held.note(msg.offset, step)
                 origin = Origin(msg.topic, msg.partition, msg.offset, None, msg.key)
@@ -126,12 +132,13 @@ def install_otlp_bridge(
 
     @app.timer(interval=TICK_S)  # type: ignore[untyped-decorator]  # Faust's timer decorator is untyped
     async def otlp_tick() -> None:
-        """Release the spans the wall clock's watermark frees (no span arriving)."""
-        now_ns = time.time_ns()
-        for partition, (bridge, held) in bridges.items():
-            step = bridge.tick(now_ns)
-            held.note(None, step)
-            publish(partition, step, Origin(source, partition, -1), None)
+        """Write a watermark record onto each quiet partition that holds spans: read back in
+        offset order, it releases them, live and in a replay alike."""
+        marker = watermark_record(time.time_ns())
+        for partition, (bridge, _) in bridges.items():
+            if partition in quiet and bridge.order.held:
+                gate.send(otlp, None, marker, partition=partition)
+            quiet.add(partition)
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # mode types receivers as sync
     async def forget_revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
@@ -141,3 +148,4 @@ def install_otlp_bridge(
         for tp in revoked:
             if tp.topic == source:
                 bridges.pop(tp.partition, None)
+                quiet.discard(tp.partition)

@@ -24,6 +24,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from loopguard_fleet.streams.kafka.admin import create_topics
+from loopguard_fleet.streams.otlp.core import WATERMARK_PREFIX, SpanBridge
+from loopguard_fleet.streams.otlp.options import OtlpOptions
 from tests.chaos.invariants import decision_id
 from tests.otlp import Call, export_request, looping_script
 from tests.worker_process import WorkerLauncher, WorkerProcess
@@ -123,12 +125,14 @@ def _deduplicated(messages: list[Message]) -> list[Message]:
 
 
 async def _wait_committed(kafka: KafkaIO, group: str, topic: str, records: int) -> None:
-    """Wait until the group's commit reaches the end of the OTLP topic (20 s at most)."""
+    """Wait until the group's commit passes the `records` produced on the OTLP topic (20 s at
+    most): beyond them, only the watermark records the worker wrote onto it."""
     deadline = asyncio.get_running_loop().time() + 20
     while (done := await _committed(kafka, group, topic)) < records:
         assert asyncio.get_running_loop().time() < deadline, f"{done} committed"
         await asyncio.sleep(0.2)
-    assert done == records
+    written = await kafka.consume_until(topic, lambda ms: len(ms) >= done, deadline=5)
+    assert sum(not m.value.startswith(WATERMARK_PREFIX) for m in written if m.value) == records
 
 
 async def test_a_worker_decides_otlp_tool_spans_as_replay_of_the_otlp_topic_does(
@@ -147,7 +151,7 @@ async def test_a_worker_decides_otlp_tool_spans_as_replay_of_the_otlp_topic_does
     payloads.insert(3, b"\xff\xfe not a protobuf")  # dead-lettered, never dropped
     # A request holding one call twice (a retry inside a batch) and a model call: the
     # bridge decides the call once and counts the other two (a run of its own, so the
-    # count cannot depend on when the wall-clock tick forgets the other runs).
+    # count cannot depend on when a watermark record forgets the other runs).
     dup = Call("run-dup", "main", 900, "read", '{"path": "/d"}', "ok")
     model_call = Span(
         trace_id=dup.span().trace_id, span_id=b"model-01", name="chat",
@@ -259,3 +263,37 @@ async def test_a_bridge_killed_mid_stream_and_restarted_loses_nothing(
         want = [d for d in expected if d.get("run_id") == run_id]
         assert want and of_run(unique, run_id) == want
     await _wait_committed(kafka, topics.group_id, otlp_topic, len(payloads))
+
+
+async def test_live_and_a_replay_of_the_span_topic_send_the_same_bytes_with_late_spans(
+    broker: SessionBroker,
+    topics: TopicSet,
+    kafka: KafkaIO,
+    otlp_topic: str,
+    start_worker: Callable[..., WorkerProcess],
+) -> None:
+    # Spans of a few seconds ago: the worker's watermark record releases 1 and 3 once the
+    # partition is quiet; 2 (started between them) then arrives late and a retry of 1 and 3
+    # is a duplicate. A replay of the span topic reads that watermark record too, so its
+    # core sends the live bridge's bytes and refuses the same span.
+    await create_topics(kafka.bootstrap, [otlp_topic], 1, security=operator_security(broker))
+    t0 = time.time_ns() - 5_000_000_000
+    calls = {n: Call("run-late", "main", n, "read", '{"path": "/a"}', "ok", t0, 100_000_000)
+             for n in (1, 2, 3)}  # fmt: skip
+    first = export_request([calls[1], calls[3]]).SerializeToString()
+    start_worker(otlp_reorder_window_seconds=1, otlp_dedupe_memory_seconds=60)
+    await kafka.produce_raw(otlp_topic, [first], key=b"collector-1")
+    await kafka.consume_count(topics.tool_calls, 4, deadline=30)  # released: 2 calls, 2 results
+    late = export_request([calls[2]]).SerializeToString()
+    await kafka.produce_raw(otlp_topic, [first, late], key=b"collector-1")
+    (dead,) = await kafka.consume_count(topics.dead_letter, 1, deadline=30)
+    assert dead.json is not None and dead.json["reason"] == "otlp_late_span"
+
+    records = await kafka.consume_until(otlp_topic, lambda ms: any(m.value == late for m in ms))
+    replay = SpanBridge.of_options(OtlpOptions(reorder_window_s=1, dedupe_memory_s=60), 1_048_576)
+    steps = [replay.feed(m.value) for m in sorted(records, key=lambda m: m.offset)]
+    want = [event for step in steps for event in step.events]
+    assert [r.reason for step in steps for r in step.refused] == ["otlp_late_span"]
+    assert replay.order.held == 0
+    live = await kafka.consume_count(topics.tool_calls, len(want) + 1, deadline=2)
+    assert [(m.key, m.value) for m in sorted(live, key=lambda m: m.offset)] == want

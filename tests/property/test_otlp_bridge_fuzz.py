@@ -15,6 +15,7 @@ docs/audit.md lists, and every held span is released, once, as a `tool_call` and
 from __future__ import annotations
 
 from pathlib import Path
+from random import Random
 
 from google.protobuf import json_format
 from hypothesis import HealthCheck, given, settings
@@ -34,7 +35,7 @@ from loopguard_fleet.streams.otlp.core import SpanBridge, Step
 from loopguard_fleet.streams.otlp.decode import decode_request
 from loopguard_fleet.streams.otlp.options import OtlpOptions
 from loopguard_fleet.streams.wire.codec import InputRejected, decode_object, run_key
-from tests.otlp import export_request, looping_script
+from tests.otlp import Call, export_request, looping_script
 
 MAX_BYTES = 1 << 20
 T0 = 1_796_119_200_000_000_000
@@ -245,3 +246,40 @@ def test_every_payload_becomes_events_or_documented_refusals(
     released += last.released
     assert sorted(released) == sorted(held)  # each hold released once, none invented
     # (a span held twice was seen again after its run was forgotten: docs/audit.md)
+
+
+def test_a_10000_span_trace_is_accounted_for_in_bounded_memory() -> None:
+    # One run's trace of 10,000 spans, as a live bridge gets it: 9,000 tool calls a
+    # millisecond apart in batches of 500 (shuffled inside each batch), 500 model-call spans,
+    # a retry of 250 calls, and 250 tool spans that started long before (late).
+    calls = [Call("run-big", "main", n, "read", f'{{"n": {n}}}', "ok", T0, 1_000_000)
+             for n in range(1, 9_001)]  # fmt: skip
+    models = [
+        Span(trace_id=b"run-big".ljust(16, b"\x00"), span_id=(20_000 + i).to_bytes(8, "big"),
+             name="chat", start_time_unix_nano=T0 + i, end_time_unix_nano=T0 + i + 1)
+        for i in range(500)
+    ]  # fmt: skip
+    late = [Call("run-big", "main", 10_000 + n, "read", "{}", "ok", T0 - 20 * 10**9, 1)
+            for n in range(250)]  # fmt: skip
+    rng = Random(7)
+    payloads = []
+    for i in range(0, len(calls), 500):
+        batch = calls[i : i + 500]
+        rng.shuffle(batch)
+        payloads.append(export_request(batch, extra=models[i // 500 :: 18]))
+    payloads.append(export_request(calls[:250] + late))
+    spans = [ss.spans for p in payloads for rs in p.resource_spans for ss in rs.scope_spans]
+    assert sum(map(len, spans)) == 10_000
+    bridge = SpanBridge.of_options(OtlpOptions(reorder_window_s=0.05, dedupe_memory_s=1), 1 << 21)
+    events = refused = skipped = duplicates = most_held = 0
+    for request in payloads:
+        step = bridge.feed(request.SerializeToString())
+        most_held = max(most_held, bridge.order.held)
+        events += len(step.events)
+        refused += len(step.refused)
+        assert all(r.reason == "otlp_late_span" for r in step.refused)
+        skipped, duplicates = skipped + step.skipped, duplicates + step.duplicates
+    events += len(bridge.finish().events)
+    assert most_held <= 1_000  # the window's spans and one batch, never the whole trace
+    assert (refused, duplicates) == (250, 250)
+    assert events // 2 + refused + skipped + duplicates == 10_000 and events % 2 == 0

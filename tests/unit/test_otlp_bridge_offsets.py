@@ -4,7 +4,7 @@ from the committed offset sends every held span, with the same bytes."""
 
 from __future__ import annotations
 
-from loopguard_fleet.streams.otlp.core import SpanBridge, Step
+from loopguard_fleet.streams.otlp.core import SpanBridge, Step, watermark_record
 from loopguard_fleet.streams.otlp.options import OtlpOptions
 from loopguard_fleet.streams.worker.otlp_bridge import HeldOffsets
 from tests.otlp import T0_NS, export_request, looping_script
@@ -60,3 +60,29 @@ def test_a_tick_without_records_releases_nothing_early() -> None:
     step: Step = bridge.tick(T0_NS + 3 * 1_000_000_000)  # 2 started 1 s before: in the window
     held.note(None, step)
     assert step.events == [] and held.commit_below() == 0
+
+
+def _decisions(records: list[bytes]) -> list[tuple[list[tuple[bytes, bytes]], list[str], int]]:
+    """What a fresh live-default bridge makes of each record, in offset order."""
+    bridge = _bridge()
+    steps = [bridge.feed(r) for r in records]
+    return [(s.events, [f.reason for f in s.refused], s.duplicates) for s in steps]
+
+
+def test_a_watermark_record_decides_late_spans_and_retries_alike_on_replay() -> None:
+    held = export_request([CALLS[3], CALLS[4]]).SerializeToString()
+    records = [
+        held,  # 3 and 4 held
+        watermark_record(T0_NS + 30 * 1_000_000_000),  # a quiet partition's tick: releases
+        export_request([CALLS[2]]).SerializeToString(),  # starts before 4, released: late
+        held,  # the Collector's retry of 3 and 4: duplicates
+    ]
+    live = _decisions(records)
+    assert [len(events) for events, _, _ in live] == [0, 4, 0, 0]
+    assert live[1][1] == [] and live[2][1] == ["otlp_late_span"] and live[3][2] == 2
+    assert _decisions(records) == live  # a replay of the span topic: the same bytes
+
+
+def test_a_malformed_watermark_record_is_dead_lettered() -> None:
+    step = _bridge().feed(watermark_record(1)[:-1] + b"x")
+    assert [r.reason for r in step.refused] and all(r.whole_message for r in step.refused)

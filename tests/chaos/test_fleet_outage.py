@@ -15,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from loopguard_fleet.config.defaults import fleet_topic_of
 from loopguard_fleet.streams.client.connection import Topics
@@ -67,6 +69,27 @@ async def _until(
             return messages
         logs = "\n".join(f"--- {w.log.name}\n{w.log_tail(3000)}" for w in cluster.workers.started)
         assert loop.time() < end, f"{what} not seen after {DEADLINE_S}s\n{logs}"
+
+
+async def _fleet_committed_to_its_end(cluster: Cluster, topic: str) -> None:
+    """Until the group committed every fleet record so far: the fleet state that counts them
+    is written, so a restarted worker must load it rather than count them again."""
+    want = {(topic, r.partition): r.offset + 1 for r in await cluster.read(topic, idle_s=0.3)}
+    tps = [TopicPartition(t, p) for t, p in want]
+    loop = asyncio.get_running_loop()
+    end = loop.time() + DEADLINE_S
+    while True:
+        admin = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=5000)
+        await admin.start()
+        try:
+            offsets = await admin.list_consumer_group_offsets(cluster.app_id, partitions=tps)
+        finally:
+            await admin.close()
+        got = {(tp.topic, tp.partition): om.offset for tp, om in offsets.items()}
+        if all(got.get(tp, -1) >= at for tp, at in want.items()):
+            return
+        assert loop.time() < end, f"fleet records not committed: {want}, {got}"
+        await asyncio.sleep(0.2)
 
 
 def _signals(messages: list[Message], state: str, kind: str | None = None) -> list[Message]:
@@ -124,8 +147,10 @@ async def test_an_outage_across_a_kill_and_a_rebalance_signals_once_and_blocks_o
             return len(_signals(ms, "firing")) >= PARTITIONS
 
         await _until(cluster, cluster.tool_calls, everywhere, "the firing on every partition")
+        await _fleet_committed_to_its_end(cluster, fleet_topic)
         # Late runs repeat the failing call; the worker is killed as their first early block
-        # appears, with the rest of their calls in flight and its last work uncommitted.
+        # appears, with the rest of their calls in flight and its last work uncommitted: the
+        # outage's counts so far and its firing are in the stored fleet state only.
         await _failing_runs(client, clock, range(4), "late", LATE_CALLS)
         await _until(cluster, cluster.control, lambda ms: bool(_blocks(ms)), "an early block")
         await asyncio.to_thread(first.kill)

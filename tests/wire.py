@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,16 @@ class InputRecord:
     timestamp: float | None
     key: bytes | None
     value: bytes | None
+
+
+class Clock:
+    """The runtime's clock (epoch ms): the events' event time, moved by the test."""
+
+    def __init__(self) -> None:
+        self.ms = int(time.time() * 1000)
+
+    def __call__(self) -> int:
+        return self.ms
 
 
 class RunScript:

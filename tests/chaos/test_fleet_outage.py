@@ -10,7 +10,6 @@ tests/integration/test_fleet_worker.py: windows close when the test says, not af
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +22,7 @@ from loopguard_fleet.streams.client.connection import Topics
 from loopguard_fleet.streams.client.runtime import RuntimeClient
 from tests.chaos.harness import PARTITIONS, Cluster, json_values
 from tests.chaos.invariants import FIGURES, Figures
+from tests.wire import Clock
 from tests.worker_process import WorkerProcess
 
 WINDOW_S = 5
@@ -45,16 +45,6 @@ LATE_CALLS = 5  # each late run's failing reads: blocked early at its 4th and 5t
 DEADLINE_S = 60.0
 
 Message = dict[str, Any]
-
-
-class Clock:
-    """The runtime's clock (epoch ms): the events' event time, moved by the test."""
-
-    def __init__(self) -> None:
-        self.ms = int(time.time() * 1000)
-
-    def __call__(self) -> int:
-        return self.ms
 
 
 async def _until(

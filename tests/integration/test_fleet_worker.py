@@ -11,7 +11,6 @@ windows to pass.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from loopguard_fleet.config import load_policy
 from loopguard_fleet.config.defaults import fleet_topic_of
 from loopguard_fleet.streams.audit.recorded import recompute_fleet_signals, replay_recorded_inputs
 from loopguard_fleet.streams.client.runtime import RuntimeClient
-from tests.wire import InputRecord
+from tests.wire import Clock, InputRecord
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
 from .conftest import (
@@ -70,16 +69,6 @@ async def started(start_worker: Callable[..., WorkerProcess]) -> WorkerProcess:
     worker = start_worker()
     await worker.wait_until("/healthz", lambda body: True, 60)
     return worker
-
-
-class Clock:
-    """The runtime's clock (epoch ms): the events' event time, moved by the test."""
-
-    def __init__(self) -> None:
-        self.ms = int(time.time() * 1000)
-
-    def __call__(self) -> int:
-        return self.ms
 
 
 def signals(

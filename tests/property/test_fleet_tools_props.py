@@ -11,6 +11,7 @@ from loopguard_fleet.detectors.fleet import FleetSettings
 from loopguard_fleet.detectors.fleet.settings import ToolHealthSettings
 from loopguard_fleet.detectors.fleet.tools import ToolUse, ToolWindows
 from loopguard_fleet.streams.processing.fleet import FleetTask, tool_use_record
+from tests.property.watermarks import by_watermark, every
 
 use = st.builds(
     ToolUse,
@@ -40,10 +41,7 @@ def run(batches: list[list[ToolUse]], marks: list[int]) -> tuple[list[object], i
 )
 def test_shuffling_uses_between_watermarks_changes_nothing(uses, marks, rnd) -> None:
     marks = sorted(set(marks))
-    batches: list[list[ToolUse]] = [[] for _ in marks]
-    for u in uses:
-        i = next((k for k, m in enumerate(marks) if u.ts_ms < m), len(marks) - 1)
-        batches[i].append(u)
+    batches = by_watermark(uses, marks)
     shuffled = [rnd.sample(b, len(b)) for b in batches]
     assert run(batches, marks) == run(shuffled, marks)
 
@@ -53,10 +51,8 @@ def test_shuffling_uses_between_watermarks_changes_nothing(uses, marks, rnd) -> 
 def test_fine_watermarks_give_the_changes_of_one_final_watermark(uses, step_s) -> None:
     ordered = sorted(uses, key=lambda u: u.ts_ms)
     end = 600_000
-    fine_marks = list(range(step_s * 1000, end, step_s * 1000)) + [end]
-    batches: list[list[ToolUse]] = [[] for _ in fine_marks]
-    for u in ordered:
-        batches[next(k for k, m in enumerate(fine_marks) if u.ts_ms < m)].append(u)
+    fine_marks = every(step_s, end)
+    batches = by_watermark(ordered, fine_marks)
     fine, late = run(batches, fine_marks)
     once, _ = run([ordered], [end])
     assert late == 0

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from loopguard_fleet.detectors.fleet import FleetSettings, FleetWindows, Observation
 from loopguard_fleet.streams.processing.fleet import FleetTask
+from tests.property.watermarks import by_watermark, every
 
 observation = st.builds(
     lambda sig, run, agent, ts: Observation(sig * 32, "read", f"r{run}", f"a{agent}", ts, 1, True),
@@ -38,10 +39,7 @@ def run(batches: list[list[Observation]], marks: list[int]) -> tuple[list[object
 def test_shuffling_observations_between_watermarks_changes_nothing(obs, marks, rnd) -> None:
     marks = sorted(set(marks))
     # Each observation arrives in the batch before the first watermark past it (or the last).
-    batches: list[list[Observation]] = [[] for _ in marks]
-    for o in obs:
-        i = next((k for k, m in enumerate(marks) if o.ts_ms < m), len(marks) - 1)
-        batches[i].append(o)
+    batches = by_watermark(obs, marks)
     shuffled = [rnd.sample(b, len(b)) for b in batches]
     assert run(batches, marks) == run(shuffled, marks)
 
@@ -52,10 +50,8 @@ def test_fine_watermarks_give_the_changes_of_one_final_watermark(obs, step_s) ->
     """A live worker advancing often and a replay advancing once agree, when nothing is late."""
     ordered = sorted(obs, key=lambda o: o.ts_ms)
     end = 600_000
-    fine_marks = list(range(step_s * 1000, end, step_s * 1000)) + [end]
-    batches: list[list[Observation]] = [[] for _ in fine_marks]
-    for o in ordered:
-        batches[next(k for k, m in enumerate(fine_marks) if o.ts_ms < m)].append(o)
+    fine_marks = every(step_s, end)
+    batches = by_watermark(ordered, fine_marks)
     fine, late = run(batches, fine_marks)
     once, _ = run([ordered], [end])
     assert late == 0

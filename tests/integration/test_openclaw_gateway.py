@@ -78,6 +78,26 @@ def text_of(message: dict[str, Any]) -> str:
     return "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
 
 
+def diagnosis(report: dict[str, Any]) -> str:
+    """What a failed assertion needs to say why the turn went as it did: the model's calls and
+    requests, what each tool result showed it (shortened), the turns' ends and the plugin's log."""
+    shown = [f"{m.get('tool_call_id')}: {text_of(m)[:160]!r}" for m in tool_messages(report)]
+    return "\n".join(
+        [
+            f"model calls {report['calls']}, requests {len(report['requests'])}, "
+            f"stages {report.get('stages')}",
+            f"agent {json.dumps(report['agent'])[:1500]}",
+            f"second turn {json.dumps(report.get('secondAgent'))[:800]}",
+            "tool results shown last:",
+            *shown,
+            "gateway log (loopguard lines):",
+            *report["gatewayLog"][-40:],
+            "gateway tail:",
+            *report.get("gatewayTail", [])[-20:],
+        ]
+    )
+
+
 def replay(events: list[dict[str, Any]], tmp_path: Path) -> list[dict[str, Any]]:
     """`loopguard replay` of these events under the worker's policy: its decisions."""
     source = tmp_path / "events.jsonl"
@@ -103,6 +123,7 @@ async def test_a_real_gateway_blocks_where_replay_does_and_flushes_at_shutdown(
         "secondTurn": True,
     }
     report = await run_gateway(options, plugin_env(broker))
+    (tmp_path / "gateway-report.json").write_text(json.dumps(report))  # kept for a post-mortem
 
     agent = json.loads(report["agent"]["stdout"])
     run_id = agent["runId"]
@@ -140,7 +161,7 @@ async def test_a_real_gateway_blocks_where_replay_does_and_flushes_at_shutdown(
     # LoopGuard blocks at the call replay gives for the same events, with its message.
     decisions = replay(events, tmp_path)
     blocks = [d for d in decisions if d.get("command") == "block_call"]
-    assert blocks, decisions
+    assert blocks, f"no block in {len(decisions)} decisions\n{diagnosis(report)}"
     first = blocks[0]
     by_id = {e["event_id"]: e for e in events}
     blocked_call = by_id[first["trigger_event_id"]]["tool_call_id"]

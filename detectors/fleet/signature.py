@@ -11,6 +11,7 @@ can be read back from it (docs/fleet.md, "Signature").
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from typing import Final
 
 from loopguard_fleet.detectors.outcome_facts import TOOL_LOOP_VETO
@@ -29,14 +30,20 @@ def loop_signature(tool: str, args_hash: str, outcome: Record | None) -> str:
     """The signature (32 hex digits) of a call to `tool` with `args_hash` whose latest
     outcome is `outcome` (None: the call has no outcome yet)."""
     if outcome is None:
-        facts = (_NONE, _NONE, _NONE)
-    else:
-        # A failure identity survives the volatile text (pids, timestamps) that changes the
-        # result hash of the same failure, so it stands for the outcome when there is one.
-        identity = outcome.failure_identity
-        what = f"failure:{identity}" if identity is not None else f"result:{outcome.result_hash}"
-        facts = (what, outcome.outcome_kind or _NONE, outcome.unknown_tool_name or _NONE)
-    raw = _SEP.join((SIGNATURE_VERSION, tool, args_hash, *facts))
+        return _signature(tool, args_hash, _NONE, _NONE, _NONE)
+    # A failure identity survives the volatile text (pids, timestamps) that changes the
+    # result hash of the same failure, so it stands for the outcome when there is one.
+    identity = outcome.failure_identity
+    what = f"failure:{identity}" if identity is not None else f"result:{outcome.result_hash}"
+    kind, unknown = outcome.outcome_kind or _NONE, outcome.unknown_tool_name or _NONE
+    return _signature(tool, args_hash, what, kind, unknown)
+
+
+# A looping run asks for the same signature at every call (its contribution, the early rule,
+# its loop events): the hash is computed once per distinct call and outcome.
+@lru_cache(maxsize=4096)
+def _signature(tool: str, args_hash: str, what: str, kind: str, unknown: str) -> str:
+    raw = _SEP.join((SIGNATURE_VERSION, tool, args_hash, what, kind, unknown))
     return hashlib.blake2b(raw.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 

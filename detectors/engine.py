@@ -28,13 +28,19 @@ BUCKET_SIZE = 10  # fixed by docs/semantics.md §7.3, whatever warningThreshold 
 MAX_BUCKET_KEYS = 256
 
 
-def detect(state: RunState, call: ToolCall, th: Thresholds) -> Verdict | None:
-    """The rolling detectors' verdict on a call before it runs; does not mutate state."""
+def detect(
+    state: RunState,
+    call: ToolCall,
+    th: Thresholds,
+    counts: tuple[int, HashKey | None, int] | None = None,
+) -> Verdict | None:
+    """The rolling detectors' verdict on a call before it runs; does not mutate state
+    (`counts`: the call's counts under its profile, when the caller walked for them)."""
     if not th.enabled:
         return None
     if th.semantics == OPENCLAW_2026_9:
-        return _detect_2026_9(state.history, call, th)
-    return _decide(state.history, call, th)
+        return _detect_2026_9(state.history, call, th, counts)
+    return _decide(state.history, call, th, counts)
 
 
 def detect_pair(
@@ -88,15 +94,21 @@ def _decide(
     return generic_repeat.check(call, streak, latest, recent, th)
 
 
-def _detect_2026_9(history: list[Record], call: ToolCall, th: Thresholds) -> Verdict | None:
-    """OpenClaw 2026.9's decision order (docs/semantics.md, "Decision order")."""
+def _detect_2026_9(
+    history: list[Record],
+    call: ToolCall,
+    th: Thresholds,
+    counts: tuple[int, HashKey | None, int] | None = None,
+) -> Verdict | None:
+    """OpenClaw 2026.9's decision order (docs/semantics.md, "Decision order"), from the
+    counts when the caller has them already."""
     # As in `_decide`, a rule's first test is made here when most calls pass none of it.
     if history and history[-1].unknown_tool_name:
         verdict = unknown_tool.check(history, call, th)
         if verdict is not None:
             return verdict
     tool, ahash = call.tool, call.args_hash
-    streak, latest, recent = counts_2026_9(history, tool, ahash)
+    streak, latest, recent = counts_2026_9(history, tool, ahash) if counts is None else counts
     # 2026.9's wording goes in as the verdict is made (a looping run is blocked at every call).
     if streak >= th.global_circuit_breaker_threshold:
         message = circuit_breaker.message_2026_9(tool, streak)

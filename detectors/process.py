@@ -22,7 +22,12 @@ from loopguard_fleet.detectors.compaction_guard import (
 )
 from loopguard_fleet.detectors.engine import detect, publish_warning
 from loopguard_fleet.detectors.events import TOOL_EVENTS, Event, parse_event
-from loopguard_fleet.detectors.fleet.contribution import Observation, observe_call
+from loopguard_fleet.detectors.fleet.contribution import (
+    Observation,
+    call_counts,
+    no_progress,
+    observe_call,
+)
 from loopguard_fleet.detectors.fleet.early import DETECTOR as FLEET_DETECTOR
 from loopguard_fleet.detectors.fleet.early import FleetView, early_verdict, publish_early
 from loopguard_fleet.detectors.fleet.signature import loop_signature, signature_of_call
@@ -186,9 +191,13 @@ def _fleet_call(
     early rule (the tail of `apply_event`'s tool path)."""
     call = ev.call
     assert call is not None  # parse_event guarantees a call on tool events
-    obs = observe_call(state.history, call, th, ev.run_id, state.agent_id, fleet.ts_ms)
-    verdict = detect(state, call, th) if given is NO_VERDICT_YET else given
-    verdict = early_verdict(state.history, call, th, fleet.settings, fleet.firing, verdict)
+    # The call's counts, walked for once: its contribution, the engine and the early rule.
+    history = state.history
+    counts = call_counts(history, call, th)
+    progress = no_progress(history, call, th, counts[0])
+    obs = observe_call(history, call, th, ev.run_id, state.agent_id, fleet.ts_ms, progress)
+    verdict = detect(state, call, th, counts) if given is NO_VERDICT_YET else given
+    verdict = early_verdict(history, call, th, fleet.settings, fleet.firing, verdict, progress)
     out = _on_call(state, ev, th, verdict)
     if released:
         out = released + out

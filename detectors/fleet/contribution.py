@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from loopguard_fleet.detectors.fleet.signature import last_outcome, loop_signature
+from loopguard_fleet.detectors.hashkeys import HashKey
 from loopguard_fleet.detectors.history import repeat_counts
 from loopguard_fleet.detectors.outcome_facts import TERMINAL_EXEC_FAILURE
 from loopguard_fleet.detectors.profiles import OPENCLAW_2026_9
@@ -31,6 +32,8 @@ __all__ = [
     "ERROR_STREAK",
     "QUIET_STREAK",
     "Observation",
+    "Progress",
+    "call_counts",
     "is_failure",
     "no_progress",
     "observe_call",
@@ -40,6 +43,9 @@ __all__ = [
 ERROR_STREAK: Final = 1
 #: A call with a result contributes once it returned the same result this many times in a row.
 QUIET_STREAK: Final = 5
+
+#: A run's no-progress streak on a call and the call's latest outcome (`no_progress`).
+Progress = tuple[int, Record | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +77,12 @@ def observe_call(
     run_id: str,
     agent_id: str | None,
     ts_ms: int,
+    progress: Progress | None = None,
 ) -> Observation | None:
     """The observation a call about to run contributes, from its run's history before it;
-    None when it is not a no-progress repeat that counts."""
-    streak, outcome = no_progress(history, call, th)
+    None when it is not a no-progress repeat that counts (`progress`: `no_progress`'s answer,
+    when the caller has it)."""
+    streak, outcome = no_progress(history, call, th) if progress is None else progress
     if streak < ERROR_STREAK or outcome is None:
         return None
     failed = is_failure(outcome)
@@ -84,13 +92,24 @@ def observe_call(
     return Observation(signature, call.tool, run_id, agent_id, ts_ms, streak, failed)
 
 
-def no_progress(history: list[Record], call: ToolCall, th: Thresholds) -> tuple[int, Record | None]:
-    """The run's no-progress streak on a call (as its profile counts it) and the call's latest
-    outcome the tool returned (None when there is none, e.g. only vetoes)."""
+def call_counts(
+    history: list[Record], call: ToolCall, th: Thresholds
+) -> tuple[int, HashKey | None, int]:
+    """The (no-progress streak, latest outcome key, recent count) of a call as its profile's
+    engine counts them (`detect` takes them, so that a call walks its history once)."""
     if th.semantics == OPENCLAW_2026_9:
-        streak = counts_2026_9(history, call.tool, call.args_hash)[0]
-    else:
-        streak = repeat_counts(history, call.tool, call.args_hash)[0]
+        return counts_2026_9(history, call.tool, call.args_hash)
+    return repeat_counts(history, call.tool, call.args_hash)
+
+
+def no_progress(
+    history: list[Record], call: ToolCall, th: Thresholds, streak: int | None = None
+) -> Progress:
+    """The run's no-progress streak on a call (as its profile counts it; `streak`: the
+    caller's `call_counts`) and the call's latest outcome the tool returned (None when there
+    is none, e.g. only vetoes)."""
+    if streak is None:
+        streak = call_counts(history, call, th)[0]
     if streak == 0:
         return 0, None
     return streak, last_outcome(history, call.tool, call.args_hash)

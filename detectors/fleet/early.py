@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from loopguard_fleet.detectors.engine import MAX_BUCKET_KEYS, bucket_key
-from loopguard_fleet.detectors.fleet.contribution import no_progress
+from loopguard_fleet.detectors.fleet.contribution import Progress, no_progress
 from loopguard_fleet.detectors.fleet.settings import FleetSettings
 from loopguard_fleet.detectors.fleet.signature import loop_signature
 from loopguard_fleet.detectors.records import Record
@@ -89,15 +89,17 @@ def early_verdict(
     fleet: FleetSettings,
     firing: Mapping[str, FleetEvidence],
     verdict: Verdict | None,
+    progress: Progress | None = None,
 ) -> Verdict | None:
     """The verdict on a call before it runs, given the engine's `verdict` on it: the early
     one when its signature is firing and the run's no-progress streak on it has reached
-    `earlyAtCount`, unless the engine's is at least as strong."""
+    `earlyAtCount`, unless the engine's is at least as strong (`progress`: `no_progress`'s
+    answer, when the caller has it)."""
     if not fleet.enabled or not firing or not th.enabled:
         return verdict
     if verdict is not None and (verdict.level == "critical" or fleet.early_action == "warn"):
         return verdict
-    streak, outcome = no_progress(history, call, th)
+    streak, outcome = no_progress(history, call, th) if progress is None else progress
     if streak < fleet.early_at_count or outcome is None:
         return verdict
     signature = loop_signature(call.tool, call.args_hash, outcome)

@@ -204,6 +204,7 @@ class RunDriver:
         # Tool health sends a use of each tool_call's tool (docs/fleet.md, "Tool health").
         self._tool_health = fleet is not None and fleet.settings.tool_health.enabled
         self.event_ms = 0  # the event time of the message being applied (fleet stage only)
+        self._advanced_ms: int | None = None  # the last event time the fleet stage was given
         self._offline = offline
         self._limits = limits
         self._store = store
@@ -407,14 +408,21 @@ class RunDriver:
             if fleet is None or is_duplicate(state, ev):  # a redelivery moves no event time
                 applied = apply_event(state, ev, th, verdict)
             else:
-                signals = fleet.advance(partition, self.event_ms)
-                self._load_firing(fleet, partition)
-                view = fleet.view(partition, self.event_ms)
+                # Records share event times (a record timestamp is in ms): the stage moves
+                # only when time does, and nothing moves it back.
+                if self.event_ms != self._advanced_ms:
+                    self._advanced_ms = self.event_ms
+                    signals = fleet.advance(partition, self.event_ms)
+                if fleet.needs(partition):
+                    self._load_firing(fleet, partition)
+                # Only a tool_call reads the fleet (its contribution, the early rule).
+                is_call = ev.type == "tool_call"
+                view = fleet.view(partition, self.event_ms) if is_call else None
                 applied = apply_event(state, ev, th, verdict, view)
                 obs = applied.observation
                 if obs is not None:
                     fleet.contribute(obs)
-                if self._tool_health and ev.call is not None and ev.type == "tool_call":
+                if self._tool_health and is_call and ev.call is not None:
                     use = tool_use_of(ev.call, th, ev.run_id, state.agent_id, self.event_ms, obs)
                     fleet.use(use)
         except Exception as exc:  # the dead-letter policy: an engine bug costs one event

@@ -301,7 +301,7 @@ def parse_fleet_record(obj: object) -> Observation | ToolUse | int | None:
     kind = obj.get("type")
     if kind == "fleet_tick":
         return ts
-    sig, tool, run, agent = (obj.get(k) for k in ("signature", "tool", "run_id", "agent_id"))
+    tool, run, agent = obj.get("tool"), obj.get("run_id"), obj.get("agent_id")
     if kind == "fleet_tool_use":
         bad = obj.get("bad")
         if not isinstance(tool, str) or not isinstance(run, str):
@@ -309,8 +309,8 @@ def parse_fleet_record(obj: object) -> Observation | ToolUse | int | None:
         if (agent is not None and not isinstance(agent, str)) or bad not in BAD_KINDS:
             return None
         return ToolUse(tool, run, agent, ts, bad)
-    streak, failure = obj.get("streak"), obj.get("is_failure")
-    if obj.get("type") != "fleet_observation" or not isinstance(sig, str):
+    sig, streak, failure = obj.get("signature"), obj.get("streak"), obj.get("is_failure")
+    if kind != "fleet_observation" or not isinstance(sig, str):
         return None
     if not isinstance(tool, str) or not isinstance(run, str) or type(streak) is not int:
         return None

@@ -8,6 +8,7 @@ all errors), so a misconfigured worker fails before it touches the broker.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +29,19 @@ from loopguard_fleet.config.defaults import (
 )
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, Semantics
 from loopguard_fleet.detectors.values import DEFAULT_CHANNEL_TOOLS
+
+
+def parse_names(text: str) -> tuple[str, ...]:
+    """A list of names as a list-valued setting takes it (`LOOPGUARD_CHANNEL_TOOLS`, and the
+    audits' flags of the same lists): a JSON list of strings, or comma-separated names."""
+    text = text.strip()
+    if not text.startswith("["):
+        return tuple(item.strip() for item in text.split(",") if item.strip())
+    names = json.loads(text)  # a JSONDecodeError is a ValueError: the caller reports it
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise ValueError(f"not a JSON list of strings: {text[:80]}")
+    return tuple(names)
+
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
@@ -240,14 +254,7 @@ class Settings(KafkaSecuritySettings):
     @classmethod
     def _split_names(cls, value: object) -> object:
         """Accept a JSON list or a comma-separated string from the environment."""
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                import json
-
-                return json.loads(text)
-            return [item.strip() for item in text.split(",") if item.strip()]
-        return value
+        return parse_names(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

@@ -33,8 +33,9 @@ from loopguard_fleet.config.defaults import (
 )
 from loopguard_fleet.config.policy import DETECTION_ON, read_policy_document
 from loopguard_fleet.config.policy_lint import policy_warnings
-from loopguard_fleet.config.settings import setting_names
-from loopguard_fleet.detectors.profiles import CONFIGURABLE, SEMANTICS, Semantics
+from loopguard_fleet.config.settings import parse_names, setting_names
+from loopguard_fleet.detectors.profiles import CONFIGURABLE, SEMANTICS
+from loopguard_fleet.detectors.values import DEFAULT_CHANNEL_TOOLS
 from loopguard_fleet.streams.audit.explain import json_text
 from loopguard_fleet.streams.audit.inputs import (
     Bound,
@@ -71,8 +72,13 @@ def _default_policy_source() -> str | dict[str, object]:
     return os.environ.get("LOOPGUARD_POLICY_FILE") or DETECTION_ON
 
 
-def _policy(path: str | None, semantics: Semantics = CONFIGURABLE) -> Policy:
-    return load_policy(_default_policy_source() if path is None else path).with_semantics(semantics)
+def _as_workers(policy: Policy, args: argparse.Namespace) -> Policy:
+    """`policy` as workers run it with the profile and channel tools the flags name."""
+    return policy.with_semantics(args.semantics).with_channel_tools(args.channel_tools)
+
+
+def _policy(path: str | None, args: argparse.Namespace) -> Policy:
+    return _as_workers(load_policy(_default_policy_source() if path is None else path), args)
 
 
 def _policy_name(path: str | None) -> str:
@@ -176,10 +182,9 @@ def _otlp(args: argparse.Namespace, source: FileInput | TopicInput) -> OtlpInput
 
 def _otlp_options(args: argparse.Namespace) -> OtlpOptions:
     """The `--otlp-*` flags as the options a worker's `LOOPGUARD_OTLP_*` settings give."""
-    options = AUDIT_OPTIONS
+    options = replace(AUDIT_OPTIONS, channel_tools=frozenset(args.channel_tools))
     if args.otlp_run_id_keys is not None:
-        keys = tuple(k.strip() for k in args.otlp_run_id_keys.split(",") if k.strip())
-        options = replace(options, run_id_keys=keys)
+        options = replace(options, run_id_keys=args.otlp_run_id_keys)
     if args.otlp_dedupe_memory is not None:
         options = replace(options, dedupe_memory_s=args.otlp_dedupe_memory)
     return replace(
@@ -253,6 +258,14 @@ def _positive_seconds(text: str) -> float:
     if value == 0:
         raise argparse.ArgumentTypeError("must be a finite number > 0, got 0")
     return value
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """An argparse type: names as the list-valued settings take them (`parse_names`)."""
+    try:
+        return parse_names(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _broker(text: str) -> list[str]:
@@ -341,7 +354,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     base, follows = _replay_policy(args)
     source = _source(args)
     shadow = _shadow_decisions(args) if args.candidate_topic else None
-    cand = None if shadow is not None else _policy(args.candidate, args.semantics)
+    cand = None if shadow is not None else _policy(args.candidate, args)
     html = _open_output(args.html) if args.html else None  # fail before the replay, not after
     try:
         if shadow is not None:
@@ -525,9 +538,9 @@ def _replay_policy(args: argparse.Namespace) -> tuple[Policy, str]:
 
     topic = args.policy_topic
     if topic is None:
-        return _policy(args.policy, args.semantics), EVERY_POLICY_TOPIC
+        return _policy(args.policy, args), EVERY_POLICY_TOPIC
     if args.policy is not None:  # the workers' file: before each partition's first switch
-        return _policy(args.policy, args.semantics), topic
+        return _policy(args.policy, args), topic
 
     async def read(broker: str, security: Any) -> Any:
         return await read_policy_records(broker, topic, security=security)
@@ -535,7 +548,7 @@ def _replay_policy(args: argparse.Namespace) -> tuple[Policy, str]:
     live, _ = _live_policy(_policy_topic_io(args, read))
     if live is None:
         raise CliError(f"no valid policy on {topic}", EXIT_NO_INPUT)
-    return live.with_semantics(args.semantics), topic
+    return _as_workers(live, args), topic
 
 
 def cmd_policy_show(args: argparse.Namespace) -> int:
@@ -642,9 +655,11 @@ def _add_input(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--otlp-run-id-keys",
+        type=_names,
         metavar="KEYS",
-        help="span or resource attributes naming the run, comma-separated, first found wins "
-        "(default: gen_ai.conversation.id; the trace id when none is set; empty: the trace id)",
+        help="span or resource attributes naming the run, comma-separated or a JSON list, "
+        "first found wins (default: gen_ai.conversation.id; the trace id when none is set; "
+        "empty: the trace id)",
     )
     p.add_argument(
         "--otlp-openinference",
@@ -677,6 +692,15 @@ def _add_input(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_IDLE_TTL_S,
         metavar="S",
         help="drop a run quiet this long in event time, as the worker does (0: never)",
+    )
+    p.add_argument(
+        "--channel-tools",
+        type=_names,
+        default=tuple(sorted(DEFAULT_CHANNEL_TOOLS)),
+        metavar="TOOLS",
+        help="provider channel tools whose results are hashed as outbound sends, as the "
+        "workers' LOOPGUARD_CHANNEL_TOOLS (same format: comma-separated or a JSON list; "
+        f"default: {','.join(sorted(DEFAULT_CHANNEL_TOOLS))})",
     )
     _add_semantics(p)
 

@@ -3,7 +3,8 @@ reads the Collector's `otlp_proto` payloads, and its control output for each run
 `loopguard replay --topic <the OTLP topic> --input-format otlp`, object for object: with the
 default mapping, with `LOOPGUARD_OTLP_*` settings and the matching flags, and across a worker
 SIGKILLed mid-stream and restarted. A payload that is not OTLP goes to the dead-letter topic
-with its reason."""
+with its reason. An agent loop traced with the OpenTelemetry SDK is decided as the same loop
+sent through `RuntimeClient`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +25,23 @@ from aiokafka.admin import AIOKafkaAdminClient
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.detectors.jsjson import loads
+from loopguard_fleet.streams.audit.replay import Rejected, Replayer, replay_lines
+from loopguard_fleet.streams.client.runtime import RunHandle, RuntimeClient
 from loopguard_fleet.streams.kafka.admin import create_topics
 from loopguard_fleet.streams.otlp.core import WATERMARK_PREFIX, SpanBridge
 from loopguard_fleet.streams.otlp.options import OtlpOptions
 from tests.chaos.invariants import decision_id
-from tests.otlp import Call, export_request, looping_script
+from tests.otlp import (
+    Call,
+    ToolFailed,
+    export_request,
+    failing_script,
+    looping_script,
+    run_tool,
+    sdk_traced,
+)
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
 from .conftest import (
@@ -297,3 +311,79 @@ async def test_live_and_a_replay_of_the_span_topic_send_the_same_bytes_with_late
     assert replay.order.held == 0
     live = await kafka.consume_count(topics.tool_calls, len(want) + 1, deadline=2)
     assert [(m.key, m.value) for m in sorted(live, key=lambda m: m.offset)] == want
+
+
+async def _through_runtime_client(client: RuntimeClient, calls: list[Call]) -> None:
+    """The scripted loop run by an agent runtime that reports its calls with `client`."""
+    runs: dict[str, RunHandle] = {}
+    for c in sorted(calls, key=lambda c: c.n):
+        if c.run_id not in runs:
+            runs[c.run_id] = client.run(c.run_id, agent_id=c.agent_id)
+        args = loads(c.args)
+        call_id = await runs[c.run_id].tool_call(c.tool, args, f"call-{c.n}")
+        try:
+            outcome: dict[str, Any] = {"result": run_tool(c)}
+        except ToolFailed as exc:
+            outcome = {"error": exc}
+        await runs[c.run_id].tool_result(call_id, c.tool, args, **outcome)
+    await client.flush(10)
+
+
+#: What a control message's run id makes: its own ids, and the seqs, which the bridge takes
+#: from span start times and a runtime client counts.
+_OF_THE_RUN = ("run_id", "trigger_event_id", "seq", "id", "command_id")
+
+
+def _decisions_by_call(
+    messages: list[dict[str, Any]], calls: Mapping[tuple[str, int], tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """A run's control messages without what its run id makes, each naming the event that
+    triggered it by its tool call id and type (`calls`: by run id and seq)."""
+    return [
+        {**{k: v for k, v in m.items() if k not in _OF_THE_RUN},
+         "trigger": calls[m["run_id"], m["seq"]]}
+        for m in messages
+    ]  # fmt: skip
+
+
+async def test_an_agent_traced_with_the_sdk_is_decided_as_through_the_runtime_client(
+    broker: SessionBroker,
+    topics: TopicSet,
+    kafka: KafkaIO,
+    otlp_topic: str,
+    start_worker: Callable[..., WorkerProcess],
+) -> None:
+    # The same loop twice: traced with the real SDK and written as the Collector's Kafka
+    # exporter writes spans (runs "otel-…"), and through RuntimeClient (runs "client-…").
+    # Spans arrive after the tools ran, so the bridge's runs are never gated: the test
+    # compares what the worker decided, not what it stopped.
+    await create_topics(kafka.bootstrap, [otlp_topic], 1, security=operator_security(broker))
+    script = looping_script() + failing_script()
+    start_worker()
+    otel = [replace(c, run_id=f"otel-{c.run_id}") for c in script]
+    await kafka.produce_raw(otlp_topic, sdk_traced(otel, 6), key=b"collector-1")
+    client = RuntimeClient(kafka.bootstrap, topics=topics, security=operator_security(broker))
+    async with client:
+        await _through_runtime_client(
+            client, [replace(c, run_id=f"client-{c.run_id}") for c in script]
+        )
+
+    def tool_events(ms: list[Message]) -> list[dict[str, Any]]:
+        return [m.json for m in ms if m.json and m.json.get("type") in ("tool_call", "tool_result")]
+
+    # Every call's two events, from both: the bridge released its last spans.
+    published = await kafka.consume_until(
+        topics.tool_calls, lambda ms: len(tool_events(ms)) >= 4 * len(script), deadline=60
+    )
+    # How many control messages to wait for: what replay decides of them (replay equals live).
+    lines = [m.value for m in sorted(published, key=lambda m: (m.partition, m.offset))]
+    decided = replay_lines(Replayer(load_policy(POLICY)), [v for v in lines if v])
+    count = sum(not isinstance(d, Rejected) for d in decided)
+    got = await kafka.consume_until(topics.control, lambda ms: len(ms) >= count, deadline=30)
+    calls = {
+        (e["run_id"], e["seq"]): (e["tool_call_id"], e["type"]) for e in tool_events(published)
+    }
+    for run_id in ("run-loop", "run-pp", "run-fail"):
+        traced = _decisions_by_call(of_run(got, f"otel-{run_id}"), calls)
+        assert traced and traced == _decisions_by_call(of_run(got, f"client-{run_id}"), calls)
+        assert traced[-1].get("command") == "block_call", run_id

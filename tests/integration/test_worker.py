@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaProducer
 
 from loopguard_fleet.config import load_policy
 from loopguard_fleet.detectors import RunState, parse_event, process_event
+from loopguard_fleet.streams.cli import main
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
 from .conftest import (
@@ -257,3 +258,31 @@ async def test_metrics_and_healthz_are_served_on_the_web_port(
     )
     assert "loopguard_runs_active 1.0" in body
     assert "loopguard_duplicates_total 0.0" in body
+
+
+async def test_a_worker_with_other_channel_tools_replays_equal_with_the_channel_tools_flag(
+    start_worker: Callable[..., WorkerProcess], topics: TopicSet, kafka: KafkaIO, tmp_path: Path
+) -> None:
+    # The same Slack message sent again and again, each result with a new message id: no
+    # progress, so blocked, only where `slack` is a channel tool (docs/semantics.md).
+    run = Run("sends")
+    for i in range(25):
+        sent = {"content": [{"type": "text", "text": "sent"}], "details": {"messageId": i}}
+        run.call("slack", {"channel": "#ops", "text": "deploy failed"}, {"result": sent})
+    start_worker(channel_tools="slack")
+    records = [(topics.tool_calls, b"sends", orjson.dumps(e)) for e in run.events]
+    await produce(kafka.bootstrap, records)
+
+    async def replay(*flags: str) -> list[dict[str, Any]]:
+        out = tmp_path / f"replay{len(flags)}.jsonl"
+        argv = ["replay", "--topic", topics.tool_calls, "--broker", kafka.bootstrap,
+                "--policy", str(tmp_path / "openclaw.json"), "--quiet", "--output", str(out),
+                *flags]  # fmt: skip
+        assert await asyncio.to_thread(main, argv) == 0
+        return [orjson.loads(line) for line in out.read_bytes().splitlines()]
+
+    given = await replay("--channel-tools", "slack")
+    assert sum(d.get("command") == "block_call" for d in given) == 5  # calls 21 to 25
+    got = await kafka.consume_until(topics.control, lambda ms: len(ms) >= len(given), deadline=60)
+    assert of_run(got, "sends") == given
+    assert not any(d.get("command") == "block_call" for d in await replay())

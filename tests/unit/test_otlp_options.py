@@ -21,10 +21,12 @@ ENV = {
     "LOOPGUARD_OTLP_PRIVACY": "true",
     "LOOPGUARD_OTLP_REORDER_WINDOW_SECONDS": "5",
     "LOOPGUARD_OTLP_DEDUPE_MEMORY_SECONDS": "60",
+    "LOOPGUARD_CHANNEL_TOOLS": '["slack", "telegram"]',
 }
 FLAGS = [
     "--otlp-run-id-keys", "app.run,tenant.run", "--otlp-openinference", "--otlp-privacy",
     "--otlp-reorder-window", "5", "--otlp-dedupe-memory", "60",
+    "--channel-tools", "slack,telegram",
 ]  # fmt: skip
 
 
@@ -50,6 +52,7 @@ def test_the_worker_settings_and_the_matching_replay_flags_give_equal_options(
     live = otlp_options(Settings())
     assert live == _flags(*FLAGS)
     assert live.run_id_keys == ("app.run", "tenant.run") and live.reorder_window_s == 5
+    assert live.channel_tools == {"slack", "telegram"}
 
 
 def test_the_defaults_are_one_mapping_live_and_offline_but_the_window() -> None:

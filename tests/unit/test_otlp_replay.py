@@ -24,7 +24,14 @@ from loopguard_fleet.streams.audit.otlp_input import otlp_input
 from loopguard_fleet.streams.audit.replay import Rejected, Replayer
 from loopguard_fleet.streams.cli import main
 from loopguard_fleet.streams.otlp.options import AUDIT_OPTIONS
-from tests.otlp import Call, export_request, looping_script, otlp_json_line, wire_jsonl
+from tests.otlp import (
+    Call,
+    export_request,
+    failing_script,
+    looping_script,
+    otlp_json_line,
+    wire_jsonl,
+)
 
 ON = {"tools": {"loopDetection": {"enabled": True}}}
 
@@ -74,6 +81,14 @@ def test_json_lines_become_the_wire_events_of_the_same_calls_in_start_order(tmp_
     assert [raw for _, raw in items] == wire_jsonl(calls).splitlines()
     counts = source.counts
     assert (counts.payloads, counts.tool_spans, counts.refused) == (9, 60, 0)
+
+
+def test_a_failing_call_s_error_status_becomes_the_error_of_its_tool_result(tmp_path) -> None:
+    calls = failing_script()[:3]
+    path = _otlp_file(tmp_path / "spans.jsonl", [calls])
+    events = [raw for _, raw in otlp_input(FileInput(str(path)))]
+    assert events == wire_jsonl(calls).splitlines()
+    assert [loads(e).get("error") for e in events[:2]] == [None, "Error: 503 from api"]
 
 
 def test_refusals_duplicates_and_other_spans_are_counted_and_refusals_name_their_line(

@@ -15,8 +15,7 @@ healthy runs do. Nothing here reads a clock: the event time is given by the call
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from loopguard_fleet.detectors.fleet.signature import last_outcome, loop_signature
 from loopguard_fleet.detectors.hashkeys import HashKey
@@ -48,9 +47,9 @@ QUIET_STREAK: Final = 5
 Progress = tuple[int, Record | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """One run's no-progress repeat of a call, as the fleet counts see it."""
+class Observation(NamedTuple):
+    """One run's no-progress repeat of a call, as the fleet counts see it. (A named tuple: the
+    worker builds one per contribution, and a frozen dataclass builds slower.)"""
 
     signature: str
     tool: str

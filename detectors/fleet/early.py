@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from loopguard_fleet.detectors.engine import MAX_BUCKET_KEYS, bucket_key
 from loopguard_fleet.detectors.fleet.contribution import Progress, no_progress
@@ -43,11 +43,11 @@ class FleetEvidence:
     is_failure: bool
 
 
-@dataclass(frozen=True, slots=True)
-class FleetView:
+class FleetView(NamedTuple):
     """What the engine reads of the fleet for one event: the policy's fleet settings, the
     signals firing as the run's partition applied them (signature → evidence), and the
-    event's event time (the only place the engine sees one)."""
+    event's event time (the only place the engine sees one). A named tuple: one is built per
+    tool_call."""
 
     settings: FleetSettings
     firing: Mapping[str, FleetEvidence]

@@ -11,7 +11,7 @@ import hashlib
 
 from loopguard_fleet.detectors.hashkeys import HashKey
 from loopguard_fleet.detectors.history import repeat_counts
-from loopguard_fleet.detectors.profiles import OPENCLAW_2026_9
+from loopguard_fleet.detectors.profiles import CONFIGURABLE, OPENCLAW_2026_9
 from loopguard_fleet.detectors.rules import (
     argument_churn,
     circuit_breaker,
@@ -21,7 +21,8 @@ from loopguard_fleet.detectors.rules import (
     unknown_tool,
 )
 from loopguard_fleet.detectors.state import RunState
-from loopguard_fleet.detectors.streaks import counts_2026_9
+from loopguard_fleet.detectors.streaks import counts_2026_9, terminal_walk
+from loopguard_fleet.detectors.tally import tally_of
 from loopguard_fleet.detectors.values import Record, Thresholds, ToolCall, Verdict
 
 BUCKET_SIZE = 10  # fixed by docs/semantics.md §7.3, whatever warningThreshold is
@@ -29,12 +30,37 @@ MAX_BUCKET_KEYS = 256
 
 
 def detect(state: RunState, call: ToolCall, th: Thresholds) -> Verdict | None:
-    """The rolling detectors' verdict on a call before it runs; does not mutate state."""
+    """The rolling detectors' verdict on a call before it runs; does not mutate state (its
+    window counts may be built, a cache beside it: detectors/tally.py)."""
     if not th.enabled:
         return None
     if th.semantics == OPENCLAW_2026_9:
-        return _detect_2026_9(state.history, call, th)
-    return _decide(state.history, call, th)
+        return _detect_2026_9(state.history, call, th, run_counts_2026_9(state, call))
+    return _decide(state.history, call, th, run_counts(state, call))
+
+
+def run_counts(state: RunState, call: ToolCall) -> tuple[int, HashKey | None, int]:
+    """`repeat_counts` of the call over the state's history, from its tally."""
+    tally = tally_of(state, CONFIGURABLE)
+    if tally.is_off:
+        return repeat_counts(state.history, call.tool, call.args_hash)
+    return tally.counts(call.tool, call.args_hash)
+
+
+def run_counts_2026_9(state: RunState, call: ToolCall) -> tuple[int, HashKey | None, int]:
+    """`counts_2026_9` of the call over the state's history: the same-args counts from its
+    tally, exec's terminal-failure walk a walk (it stops at the first record of another
+    tool)."""
+    history, tool, ahash = state.history, call.tool, call.args_hash
+    tally = tally_of(state, OPENCLAW_2026_9)
+    if tally.is_off:
+        return counts_2026_9(history, tool, ahash)
+    streak, latest, recent = tally.counts(tool, ahash)
+    if tool == "exec":
+        failures = terminal_walk(history, tool, ahash)
+        if failures[0] > streak:
+            return failures[0], failures[1], recent
+    return streak, latest, recent
 
 
 def detect_pair(
@@ -46,7 +72,7 @@ def detect_pair(
     if not (a.enabled and b.enabled) or OPENCLAW_2026_9 in (a.semantics, b.semantics):
         return detect(state, call, a), detect(state, call, b)
     history = state.history
-    counts = repeat_counts(history, call.tool, call.args_hash)
+    counts = run_counts(state, call)
     alternation: list[ping_pong.Alternation] = []  # the ping-pong walk, once a rule reads it
     return (
         _decide(history, call, a, counts, alternation),
@@ -88,15 +114,21 @@ def _decide(
     return generic_repeat.check(call, streak, latest, recent, th)
 
 
-def _detect_2026_9(history: list[Record], call: ToolCall, th: Thresholds) -> Verdict | None:
-    """OpenClaw 2026.9's decision order (docs/semantics.md, "Decision order")."""
+def _detect_2026_9(
+    history: list[Record],
+    call: ToolCall,
+    th: Thresholds,
+    counts: tuple[int, HashKey | None, int],
+) -> Verdict | None:
+    """OpenClaw 2026.9's decision order (docs/semantics.md, "Decision order"), from the
+    call's counts (`counts_2026_9`)."""
     # As in `_decide`, a rule's first test is made here when most calls pass none of it.
     if history and history[-1].unknown_tool_name:
         verdict = unknown_tool.check(history, call, th)
         if verdict is not None:
             return verdict
     tool, ahash = call.tool, call.args_hash
-    streak, latest, recent = counts_2026_9(history, tool, ahash)
+    streak, latest, recent = counts
     # 2026.9's wording goes in as the verdict is made (a looping run is blocked at every call).
     if streak >= th.global_circuit_breaker_threshold:
         message = circuit_breaker.message_2026_9(tool, streak)

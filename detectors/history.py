@@ -14,21 +14,22 @@ from loopguard_fleet.detectors.history_2026_9 import record_facts
 from loopguard_fleet.detectors.profiles import OPENCLAW_2026_9
 from loopguard_fleet.detectors.sharing import SHARED, SHARED_ENTRIES
 from loopguard_fleet.detectors.state import RunState
+from loopguard_fleet.detectors.tally import live_tally, trim
 from loopguard_fleet.detectors.values import Outcome, Record, Thresholds, ToolCall
-
-
-def _trim(history: list[Record], size: int) -> None:
-    excess = len(history) - size
-    if excess > 0:
-        del history[:excess]
 
 
 def record_call(state: RunState, call: ToolCall, th: Thresholds, seq: int = 0) -> None:
     """Append a pending record for a call that is about to run."""
     history = state.history
-    history.append(Record.pending(call.tool, call.args_hash, call.tool_call_id, seq))
-    if len(history) > th.history_size:
-        del history[: len(history) - th.history_size]
+    tally = live_tally(state, th.semantics)  # kept in step (detectors/tally.py)
+    rec = Record.pending(call.tool, call.args_hash, call.tool_call_id, seq)
+    history.append(rec)
+    if tally is None:
+        trim(history, th.history_size, None)
+        return
+    tally.add(rec)
+    trim(history, th.history_size, tally)
+    tally.sync()
 
 
 def record_outcome(
@@ -56,20 +57,30 @@ def record_outcome(
     unknown = None if outcome.kind == "result" else outcome_unknown_tool_name(outcome)
     history = state.history
     tool, ahash, tcid = call.tool, call.args_hash, call.tool_call_id
-    for i in range(len(history) - 1, -1, -1):
+    tally = live_tally(state, th.semantics)
+    # The tally knows when no pending record of this call is left (the result of a blocked
+    # call, never recorded): the walk below would cross the whole window for nothing.
+    for i in range(len(history) - 1, -1, -1) if tally is None or tally.has_open(ahash) else ():
         rec = history[i]
-        # Completed records first, by a slot: they are most of the window, and the result of
-        # a blocked call (never recorded) walks all of it.
+        # Completed records first, by a slot: they are most of the window.
         if rec.result_key is not None or (tcid and rec.tool_call_id != tcid):
             continue
         if rec.args_hash == ahash and rec.tool == tool:
             # A completed record needs no tool_call_id (it pairs a pending one; not persisted).
             done = Record.completed(tool, ahash, rkey, unknown, seq, event_id, history)
             history[i] = done
+            if tally is not None:
+                tally.complete(i, rec, done)
+                tally.sync()
             return done
     done = Record.completed(tool, ahash, rkey, unknown, seq, event_id, history)
     history.append(done)
-    _trim(history, th.history_size)
+    if tally is None:
+        trim(history, th.history_size, None)
+        return done
+    tally.add(done)
+    trim(history, th.history_size, tally)
+    tally.sync()
     return done
 
 

@@ -15,18 +15,13 @@ from __future__ import annotations
 from loopguard_fleet.detectors.outcome_facts import TOOL_LOOP_VETO, FactCells, fact_cells
 from loopguard_fleet.detectors.sharing import share
 from loopguard_fleet.detectors.state import RunState
+from loopguard_fleet.detectors.tally import live_tally, trim
 from loopguard_fleet.detectors.values import Outcome, Record, Thresholds, ToolCall
 
 __all__ = ["record_facts", "record_veto"]
 
 _VETO: FactCells = (None, TOOL_LOOP_VETO, None, False, None)
 _NO_RARE = (None, None, None, None, False)  # a record's rare fields at their defaults
-
-
-def _trim(history: list[Record], size: int) -> None:
-    excess = len(history) - size
-    if excess > 0:
-        del history[:excess]
 
 
 def _is_echo(history: list[Record], tool_call_id: str | None) -> bool:
@@ -64,7 +59,10 @@ def _store(
         None if rare == _NO_RARE else rare,
     )
     history = state.history
-    for i in range(len(history) - 1, -1, -1):
+    tally = live_tally(state, th.semantics)
+    # No pending record of this call left (a blocked loop's vetoes): the tally says so, and
+    # the walk below would cross the whole window for nothing.
+    for i in range(len(history) - 1, -1, -1) if tally is None or tally.has_open(ahash) else ():
         rec = history[i]
         if rec.result_key is not None:  # completed records first, by a slot: most of the window
             continue
@@ -79,9 +77,17 @@ def _store(
             continue
         if rec.tool == tool and rec.args_hash == ahash:
             history[i] = done
+            if tally is not None:
+                tally.complete(i, rec, done)
+                tally.sync()
             return done
     history.append(done)
-    _trim(history, th.history_size)
+    if tally is None:
+        trim(history, th.history_size, None)
+        return done
+    tally.add(done)
+    trim(history, th.history_size, tally)
+    tally.sync()
     return done
 
 

@@ -22,7 +22,7 @@ from loopguard_fleet.detectors.rules import (
 )
 from loopguard_fleet.detectors.state import RunState
 from loopguard_fleet.detectors.streaks import counts_2026_9, terminal_walk
-from loopguard_fleet.detectors.tally import tally_of
+from loopguard_fleet.detectors.tally import TALLY_FROM, Counts, tally_after_walk, tally_counts
 from loopguard_fleet.detectors.values import Record, Thresholds, ToolCall, Verdict
 
 BUCKET_SIZE = 10  # fixed by docs/semantics.md §7.3, whatever warningThreshold is
@@ -31,36 +31,46 @@ MAX_BUCKET_KEYS = 256
 
 def detect(state: RunState, call: ToolCall, th: Thresholds) -> Verdict | None:
     """The rolling detectors' verdict on a call before it runs; does not mutate state (its
-    window counts may be built, a cache beside it: detectors/tally.py)."""
+    window counts may be kept beside it, a cache: detectors/tally.py)."""
     if not th.enabled:
         return None
-    if th.semantics == OPENCLAW_2026_9:
-        return _detect_2026_9(state.history, call, th, run_counts_2026_9(state, call))
-    return _decide(state.history, call, th, run_counts(state, call))
+    history, semantics = state.history, th.semantics
+    # Most runs have no tally (no loop): the walk is made here, as `window_counts` would,
+    # without a call more.
+    if state.tally is not None:
+        counts = window_counts(state, call, semantics)
+    else:
+        if semantics == OPENCLAW_2026_9:
+            counts = counts_2026_9(history, call.tool, call.args_hash)
+        else:
+            counts = repeat_counts(history, call.tool, call.args_hash)
+        if counts[2] >= TALLY_FROM:
+            tally_after_walk(state, semantics, counts[2])
+    if semantics == OPENCLAW_2026_9:
+        return _detect_2026_9(history, call, th, counts)
+    return _decide(history, call, th, counts)
 
 
-def run_counts(state: RunState, call: ToolCall) -> tuple[int, HashKey | None, int]:
-    """`repeat_counts` of the call over the state's history, from its tally."""
-    tally = tally_of(state, CONFIGURABLE)
-    if tally.is_off:
-        return repeat_counts(state.history, call.tool, call.args_hash)
-    return tally.counts(call.tool, call.args_hash)
-
-
-def run_counts_2026_9(state: RunState, call: ToolCall) -> tuple[int, HashKey | None, int]:
-    """`counts_2026_9` of the call over the state's history: the same-args counts from its
-    tally, exec's terminal-failure walk a walk (it stops at the first record of another
-    tool)."""
-    history, tool, ahash = state.history, call.tool, call.args_hash
-    tally = tally_of(state, OPENCLAW_2026_9)
-    if tally.is_off:
-        return counts_2026_9(history, tool, ahash)
-    streak, latest, recent = tally.counts(tool, ahash)
-    if tool == "exec":
+def window_counts(state: RunState, call: ToolCall, semantics: str) -> Counts:
+    """The call's (no-progress streak, its outcome's hash key, recent count) over the state's
+    history under a profile: `counts_2026_9` or `repeat_counts`, from the state's tally when it
+    has one (exec's 2026.9 terminal-failure walk stays a walk: it stops at the first record of
+    another tool)."""
+    tool, ahash, history = call.tool, call.args_hash, state.history
+    counts = None if state.tally is None else tally_counts(state, tool, ahash, semantics)
+    if counts is None:
+        if semantics == OPENCLAW_2026_9:
+            counts = counts_2026_9(history, tool, ahash)
+        else:
+            counts = repeat_counts(history, tool, ahash)
+        if counts[2] >= TALLY_FROM:
+            tally_after_walk(state, semantics, counts[2])
+        return counts
+    if tool == "exec" and semantics == OPENCLAW_2026_9:
         failures = terminal_walk(history, tool, ahash)
-        if failures[0] > streak:
-            return failures[0], failures[1], recent
-    return streak, latest, recent
+        if failures[0] > counts[0]:
+            return failures[0], failures[1], counts[2]
+    return counts
 
 
 def detect_pair(
@@ -72,7 +82,7 @@ def detect_pair(
     if not (a.enabled and b.enabled) or OPENCLAW_2026_9 in (a.semantics, b.semantics):
         return detect(state, call, a), detect(state, call, b)
     history = state.history
-    counts = run_counts(state, call)
+    counts = window_counts(state, call, CONFIGURABLE)
     alternation: list[ping_pong.Alternation] = []  # the ping-pong walk, once a rule reads it
     return (
         _decide(history, call, a, counts, alternation),

@@ -70,11 +70,11 @@ class _Derived:
     fields alone."""
 
     __slots__ = ("tally",)
-    tally: Tally | None  # the history's window counts (detectors/tally.py), rebuilt when stale
+    tally: Tally | None  # the history's window counts (detectors/tally.py), or None
 
     # Set here: mypy's dataclass plugin sees only the subclass's slots.
     def keep_tally(self, tally: Tally | None) -> None:
-        """Keep `tally` (or None) as the state's window counts."""
+        """Keep `tally` as the state's window counts (detectors/tally.py)."""
         self.tally = tally
 
 

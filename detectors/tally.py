@@ -1,11 +1,13 @@
 """A run's window counts kept as its history changes (`Tally`), so that a call costs a dict
 lookup instead of a walk of the window.
 
-The tally is a cache: never stored, derived from the history alone (a run loaded from the table,
-unpacked or restored gets its tally rebuilt on its next call, in one pass of the window), so the
-stored state and the verdicts do not change. Per call of the window (its args hash and tool) it
-keeps what the walks of detectors/history.py (`repeat_counts`) and detectors/streaks.py
-(`counts_2026_9`, same-args part) count, updated as a record is appended, completed or evicted:
+The tally is a cache: never stored, derived from the history alone, so the stored state and
+the verdicts do not change. A run's window is walked, as before, until a walk meets
+`TALLY_FROM` records of one call (a loop); the tally is then built in one pass and the history
+functions (detectors/history.py, detectors/history_2026_9.py, the only code that changes a
+history in place) keep it in step while the run stays in memory. Per call of the window (its
+args hash) it keeps what the walks of `repeat_counts` (detectors/history.py) and
+`counts_2026_9` (detectors/streaks.py, its same-args part) count:
 
 - `recent`: records of the call; `open`: pending ones an outcome may pair with; `hashed`: ones
   with an outcome's hash (not vetoes);
@@ -13,13 +15,13 @@ keeps what the walks of detectors/history.py (`repeat_counts`) and detectors/str
   run), `run_all` (those and the vetoes between them, openclaw-2026.9), `tail_v` (vetoes newer
   than the newest hash; all of them when there is none).
 
-A record evicted from the front only shortens the run when the run reaches back to it; a veto
-inside the run that then falls out of it, or an outcome paired with a pending record that is not
-the newest, leaves the call's run `exact = False` and its next query walks the window for that
-call alone. The tally describes one list object: a history replaced, restored, grown or
-shrunk behind its back (length or newest record changed) is rebuilt; the history functions
-(detectors/history.py, detectors/history_2026_9.py) are the only code that changes a history
-in place, and they keep it in step.
+A call with one record in the window is that record in the table (no counts object: most calls
+of a window that reads a new file each time). A record evicted from the front shortens the run
+only when the run reaches back to it; a veto inside the run that then falls out of it, or an
+outcome paired with a pending record that is not the newest, leaves the call's run `exact =
+False` and its next query walks the window for that call alone. A history replaced (restored,
+loaded), or grown or shrunk behind the tally's back (its length or newest record changed), is
+walked and tallied again.
 """
 
 from __future__ import annotations
@@ -30,11 +32,18 @@ from loopguard_fleet.detectors.records import Record
 from loopguard_fleet.detectors.state import RunState
 from loopguard_fleet.detectors.streaks import VETO
 
-__all__ = ["Tally", "live_tally", "tally_of", "trim"]
+__all__ = ["TALLY_FROM", "Counts", "Tally", "tally_after_walk", "tally_counts", "trim"]
+
+# A run gets a tally once a walk of its window meets this many records of the call it counts
+# for: below, keeping counts in step costs more than the walks it saves (a record that
+# matches costs the walk ~3 times one that does not; a tally update costs ~2 method calls).
+TALLY_FROM = 8
+Counts = tuple[int, HashKey | None, int]  # (no-progress streak, its outcome's key, recent)
+_NONE: Counts = (0, None, 0)
 
 
 class _Call:
-    """The counts of one call (args hash and tool) over the window."""
+    """The counts of one call (args hash and tool) with more than one record in the window."""
 
     __slots__ = (
         "exact",
@@ -69,33 +78,130 @@ class Tally:
         self.history = history
         self.semantics = semantics
         self._is_2026_9 = semantics == OPENCLAW_2026_9
-        self._calls: dict[str, _Call] = {}
+        self._calls: dict[str, Record | _Call] = {}
         # Two tools with one args hash (a privacy-mode client's own hashes may collide so)
         # would share an entry: the tally gives up and the walks answer.
         self.is_off = False
+        calls = self._calls
         for rec in history:
-            self.add(rec)
-        self.sync()
-
-    def sync(self) -> None:
-        """Note the history's length and newest record (what `live_tally` checks)."""
-        history = self.history
+            c = calls.get(rec.args_hash)
+            if c is None:
+                calls[rec.args_hash] = rec
+            else:
+                self._add(c, rec)
         self.n = len(history)
         self.last = history[-1] if history else None
 
-    def add(self, rec: Record) -> None:
-        """Count a record appended as the newest."""
-        if self.is_off:
-            return
-        ahash = rec.args_hash
-        c = self._calls.get(ahash)
+    # The entry points below test that the tally is in step themselves, inline: a call to a
+    # shared test cost about as much as the walk a call of a run of new files saves.
+    def append(self, history: list[Record], rec: Record, semantics: str, size: int) -> bool:
+        """Append `rec` to `history`, drop its records beyond the newest `size`, and count
+        both; False, with nothing done, when the tally does not describe `history`."""
+        if (
+            history is not self.history
+            or self.n != len(history)
+            or (history and history[-1] is not self.last)
+            or semantics != self.semantics
+        ):
+            return False
+        history.append(rec)
+        calls = self._calls
+        c = calls.get(rec.args_hash)
         if c is None:
-            c = self._calls[ahash] = _Call(rec.tool)
-        elif c.tool != rec.tool:
+            calls[rec.args_hash] = rec  # the call's only record stands for its counts
+        else:
+            self._add(c, rec)
+        excess = len(history) - size
+        if excess > 0:
+            for i in range(excess):
+                old = history[i]
+                c = calls.pop(old.args_hash, None)  # the call's only record, usually
+                if type(c) is _Call:
+                    calls[old.args_hash] = c
+                    self._evict(c, old)
+            del history[:excess]
+        self.n = len(history)
+        self.last = rec
+        return True
+
+    def has_open(self, history: list[Record], args_hash: str, semantics: str) -> bool | None:
+        """Whether a pending record of this args hash may take an outcome (True when the tally
+        cannot tell); None when the tally does not describe `history`."""
+        if (
+            history is not self.history
+            or self.n != len(history)
+            or (history and history[-1] is not self.last)
+            or semantics != self.semantics
+        ):
+            return None
+        c = self._calls.get(args_hash)
+        if self.is_off:
+            return True
+        if c is None:
+            return False
+        if type(c) is Record:
+            if c.result_key is not None:
+                return False
+            rare = c._rare  # read from the slot, as the walks do (detectors/streaks.py)
+            return rare is None or rare[2] is None or not self._is_2026_9
+        assert isinstance(c, _Call)
+        return c.open > 0
+
+    def put(self, history: list[Record], i: int, new: Record, semantics: str) -> bool:
+        """Put `new` in place of the open record at index `i` of `history` (its call's) and
+        count it; False, with nothing done, when the tally does not describe `history`."""
+        if (
+            history is not self.history
+            or self.n != len(history)
+            or (history and history[-1] is not self.last)
+            or semantics != self.semantics
+        ):
+            return False
+        old = history[i]
+        history[i] = new
+        calls = self._calls
+        c = calls.get(old.args_hash)
+        newest = i == len(history) - 1
+        if newest:
+            self.last = new
+        if type(c) is Record:
+            calls[old.args_hash] = new  # a call's only record: its place does not matter
+        elif c is not None:
+            assert isinstance(c, _Call)
+            c.recent -= 1
+            c.open -= 1
+            self._count(c, new)
+            if not newest:  # newer records of the call may hold the run's hash: walk it again
+                c.exact = False
+        return True
+
+    def counts(self, c: _Call, args_hash: str) -> Counts:
+        """`repeat_counts` (configurable) or `counts_2026_9`'s same-args walk of the call `c`
+        counts (a call with more than one record in the window)."""
+        if not c.exact:
+            self._rescan(c, args_hash)
+        if not self._is_2026_9:
+            return c.run_h, c.latest, c.recent
+        if c.latest is None:
+            return c.tail_v, None, c.recent
+        return c.run_all + c.tail_v, c.latest, c.recent
+
+    def _add(self, c: Record | _Call, rec: Record) -> None:
+        """Count a record appended as the newest to a call with records in the window."""
+        if c.tool != rec.tool:
             self.is_off = True
             return
+        if type(c) is Record:
+            only = c
+            c = self._calls[rec.args_hash] = _Call(rec.tool)
+            self._count(c, only)
+        assert isinstance(c, _Call)
+        self._count(c, rec)
+
+    def _count(self, c: _Call, rec: Record) -> None:
+        """Count a record of the call newer than every record `c` counts."""
         c.recent += 1
-        rare = rec._rare  # read from the slot, as the walks do (detectors/streaks.py)
+        rare = rec._rare
         kind = None if rare is None else rare[2]
         if kind == VETO and self._is_2026_9:
             c.tail_v += 1
@@ -116,15 +222,11 @@ class Tally:
             c.run_h = c.run_all = 1
         c.tail_v = 0
 
-    def evict(self, rec: Record) -> None:
-        """Uncount the window's oldest record, which leaves it."""
-        if self.is_off:
-            return
-        ahash = rec.args_hash
-        c = self._calls[ahash]
+    def _evict(self, c: _Call, rec: Record) -> None:
+        """Uncount the window's oldest record, which leaves it, from its call's counts."""
         c.recent -= 1
         if c.recent == 0:
-            del self._calls[ahash]
+            del self._calls[rec.args_hash]
             return
         rare = rec._rare
         kind = None if rare is None else rare[2]
@@ -149,44 +251,8 @@ class Tally:
         if not c.run_h:
             c.latest = None
 
-    def complete(self, i: int, old: Record, new: Record) -> None:
-        """Count `new` in place of the open record `old` at index `i` of the history."""
-        if self.is_off:
-            return
-        c = self._calls[old.args_hash]
-        c.recent -= 1
-        c.open -= 1
-        if i == len(self.history) - 1:  # the newest: as appended
-            self.add(new)
-            return
-        # Newer records of the call may hold the run's hash: count it, walk the run again.
-        self.add(new)
-        c.exact = False
-
-    def counts(self, tool: str, args_hash: str) -> tuple[int, HashKey | None, int]:
-        """`repeat_counts` (configurable) or `counts_2026_9`'s same-args walk of this call:
-        (no-progress streak, its outcome's hash key, recent count)."""
-        c = self._calls.get(args_hash)
-        if c is None or c.tool != tool:
-            return 0, None, 0
-        if not c.exact:
-            self._rescan(c, args_hash)
-        if self._is_2026_9:
-            if c.latest is None:
-                return c.tail_v, None, c.recent
-            return c.run_all + c.tail_v, c.latest, c.recent
-        return c.run_h, c.latest, c.recent
-
-    def has_open(self, args_hash: str) -> bool:
-        """True when a pending record of this args hash may take an outcome (or the tally
-        cannot tell)."""
-        if self.is_off:
-            return True
-        c = self._calls.get(args_hash)
-        return c is not None and c.open > 0
-
     def _rescan(self, c: _Call, args_hash: str) -> None:
-        """The call's run, counted again from the window (oldest first, as `add` does)."""
+        """The call's run, counted again from the window (oldest first, as `_count` does)."""
         c.latest, c.run_h, c.run_all, c.tail_v, c.exact = None, 0, 0, 0, True
         is_2026_9, tool = self._is_2026_9, c.tool
         for rec in self.history:
@@ -208,37 +274,43 @@ class Tally:
             c.tail_v = 0
 
 
-def live_tally(state: RunState, semantics: str) -> Tally | None:
-    """The state's tally when it still describes its history under `semantics`, else None
-    (dropped: the next query builds it again)."""
+def tally_counts(state: RunState, tool: str, args_hash: str, semantics: str) -> Counts | None:
+    """The call's counts from the state's tally; None when it has none that describes its
+    history (a stale one is dropped) or it gave up: the caller walks."""
     tally, history = state.tally, state.history
     if tally is None:
         return None
     if (
-        tally.history is not history
+        history is not tally.history
         or tally.n != len(history)
-        or tally.semantics != semantics
-        or (tally.last is not history[-1] if history else tally.last is not None)
+        or (history and history[-1] is not tally.last)
+        or semantics != tally.semantics
     ):
         state.keep_tally(None)
         return None
-    return tally
+    if tally.is_off:
+        return None
+    c = tally._calls.get(args_hash)
+    if c is None or c.tool != tool:
+        return _NONE
+    if type(c) is not Record:
+        assert isinstance(c, _Call)
+        return tally.counts(c, args_hash)
+    rare = c._rare  # read from the slot, as the walks do (detectors/streaks.py)
+    if rare is not None and rare[2] == VETO and tally._is_2026_9:
+        return 1, None, 1
+    key = c.result_key
+    return (1, key, 1) if key else (0, None, 1)
 
 
-def tally_of(state: RunState, semantics: str) -> Tally:
-    """The state's tally, built from its history when missing or stale."""
-    tally = live_tally(state, semantics)
-    if tally is None:
-        tally = Tally(state.history, semantics)
-        state.keep_tally(tally)
-    return tally
+def tally_after_walk(state: RunState, semantics: str, recent: int) -> None:
+    """Give the state a tally once a walk of its window met `TALLY_FROM` records of one call."""
+    if recent >= TALLY_FROM and state.tally is None:
+        state.keep_tally(Tally(state.history, semantics))
 
 
-def trim(history: list[Record], size: int, tally: Tally | None) -> None:
-    """Drop the oldest records beyond `size`, uncounted from `tally` first."""
+def trim(history: list[Record], size: int) -> None:
+    """Drop the oldest records beyond the newest `size` (a history without a tally)."""
     excess = len(history) - size
     if excess > 0:
-        if tally is not None:
-            for i in range(excess):
-                tally.evict(history[i])
         del history[:excess]

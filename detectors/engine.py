@@ -35,17 +35,15 @@ def detect(state: RunState, call: ToolCall, th: Thresholds) -> Verdict | None:
     if not th.enabled:
         return None
     history, semantics = state.history, th.semantics
-    # Most runs have no tally (no loop): the walk is made here, as `window_counts` would,
-    # without a call more.
     if state.tally is not None:
         counts = window_counts(state, call, semantics)
-    else:
+    else:  # `window_counts` without a tally, inlined: most runs have none (no loop)
         if semantics == OPENCLAW_2026_9:
             counts = counts_2026_9(history, call.tool, call.args_hash)
         else:
             counts = repeat_counts(history, call.tool, call.args_hash)
         if counts[2] >= TALLY_FROM:
-            tally_after_walk(state, semantics, counts[2])
+            tally_after_walk(state, semantics)
     if semantics == OPENCLAW_2026_9:
         return _detect_2026_9(history, call, th, counts)
     return _decide(history, call, th, counts)
@@ -63,8 +61,8 @@ def window_counts(state: RunState, call: ToolCall, semantics: str) -> Counts:
             counts = counts_2026_9(history, tool, ahash)
         else:
             counts = repeat_counts(history, tool, ahash)
-        if counts[2] >= TALLY_FROM:
-            tally_after_walk(state, semantics, counts[2])
+        if counts[2] >= TALLY_FROM:  # a loop: keep the counts from now on
+            tally_after_walk(state, semantics)
         return counts
     if tool == "exec" and semantics == OPENCLAW_2026_9:
         failures = terminal_walk(history, tool, ahash)

@@ -109,6 +109,8 @@ class Tally:
         c = calls.get(rec.args_hash)
         if c is None:
             calls[rec.args_hash] = rec  # the call's only record stands for its counts
+        elif type(c) is _Call and c.tool == rec.tool:
+            self._count(c, rec)
         else:
             self._add(c, rec)
         excess = len(history) - size
@@ -174,17 +176,6 @@ class Tally:
             if not newest:  # newer records of the call may hold the run's hash: walk it again
                 c.exact = False
         return True
-
-    def counts(self, c: _Call, args_hash: str) -> Counts:
-        """`repeat_counts` (configurable) or `counts_2026_9`'s same-args walk of the call `c`
-        counts (a call with more than one record in the window)."""
-        if not c.exact:
-            self._rescan(c, args_hash)
-        if not self._is_2026_9:
-            return c.run_h, c.latest, c.recent
-        if c.latest is None:
-            return c.tail_v, None, c.recent
-        return c.run_all + c.tail_v, c.latest, c.recent
 
     def _add(self, c: Record | _Call, rec: Record) -> None:
         """Count a record appended as the newest to a call with records in the window."""
@@ -293,9 +284,16 @@ def tally_counts(state: RunState, tool: str, args_hash: str, semantics: str) -> 
     c = tally._calls.get(args_hash)
     if c is None or c.tool != tool:
         return _NONE
-    if type(c) is not Record:
-        assert isinstance(c, _Call)
-        return tally.counts(c, args_hash)
+    if type(c) is _Call:
+        # `repeat_counts` (configurable) or `counts_2026_9`'s same-args walk of the call
+        if not c.exact:
+            tally._rescan(c, args_hash)
+        if not tally._is_2026_9:
+            return c.run_h, c.latest, c.recent
+        if c.latest is None:
+            return c.tail_v, None, c.recent
+        return c.run_all + c.tail_v, c.latest, c.recent
+    assert isinstance(c, Record)
     rare = c._rare  # read from the slot, as the walks do (detectors/streaks.py)
     if rare is not None and rare[2] == VETO and tally._is_2026_9:
         return 1, None, 1
@@ -303,9 +301,9 @@ def tally_counts(state: RunState, tool: str, args_hash: str, semantics: str) -> 
     return (1, key, 1) if key else (0, None, 1)
 
 
-def tally_after_walk(state: RunState, semantics: str, recent: int) -> None:
-    """Give the state a tally once a walk of its window met `TALLY_FROM` records of one call."""
-    if recent >= TALLY_FROM and state.tally is None:
+def tally_after_walk(state: RunState, semantics: str) -> None:
+    """Give the state a tally (a walk of its window met `TALLY_FROM` records of one call)."""
+    if state.tally is None:  # not one that gave up
         state.keep_tally(Tally(state.history, semantics))
 
 

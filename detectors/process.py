@@ -424,6 +424,7 @@ def _end(state: RunState, seq: int) -> None:
     fresh = RunState()
     for name in RunState.__slots__:
         setattr(state, name, getattr(fresh, name))
+    state.keep_tally(None)  # a slot of RunState's base: the old history's counts go with it
     state.held = held
     state.ended_seq = state.tool_seq = state.life_done = seq
     state.life_seq = seq if life_seq is None else max(life_seq, seq)

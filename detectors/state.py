@@ -140,6 +140,7 @@ class RunState(_Derived):
             self.held,
             self.critical_loops,
         ) = saved
+        self.keep_tally(None)  # it counted the history replaced
 
     @property
     def is_ended(self) -> bool:

@@ -5,8 +5,9 @@ The tally is a cache: never stored, derived from the history alone, so the store
 the verdicts do not change. A run's window is walked, as before, until a walk meets
 `TALLY_FROM` records of one call (a loop); the tally is then built in one pass and the history
 functions (detectors/history.py, detectors/history_2026_9.py, the only code that changes a
-history in place) keep it in step while the run stays in memory. Per call of the window (its
-args hash) it keeps what the walks of `repeat_counts` (detectors/history.py) and
+history in place) keep it in step while the run stays in memory (dropping it when the loop
+ends and building it at the next cost more in bench/engine.py's `bursts`). Per call of the
+window (its args hash) it keeps what the walks of `repeat_counts` (detectors/history.py) and
 `counts_2026_9` (detectors/streaks.py, its same-args part) count:
 
 - `recent`: records of the call; `open`: pending ones an outcome may pair with; `hashed`: ones
@@ -20,11 +21,13 @@ of a window that reads a new file each time). A record evicted from the front sh
 only when the run reaches back to it; a veto inside the run that then falls out of it, or an
 outcome paired with a pending record that is not the newest, leaves the call's run `exact =
 False` and its next query walks the window for that call alone. A history replaced (restored,
-loaded), or grown or shrunk behind the tally's back (its length or newest record changed), is
-walked and tallied again.
+loaded), or grown or shrunk behind the tally's back (its length or newest record changed),
+drops its tally: it is walked again, and tallied again at its next loop.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from loopguard_fleet.detectors.hashkeys import HashKey
 from loopguard_fleet.detectors.profiles import OPENCLAW_2026_9
@@ -35,8 +38,8 @@ from loopguard_fleet.detectors.streaks import VETO
 __all__ = ["TALLY_FROM", "Counts", "Tally", "tally_after_walk", "tally_counts", "trim"]
 
 # A run gets a tally once a walk of its window meets this many records of the call it counts
-# for: below, keeping counts in step costs more than the walks it saves (a record that
-# matches costs the walk ~3 times one that does not; a tally update costs ~2 method calls).
+# for. Keeping counts in step costs a few method calls a record: for runs that do not loop
+# (bench/engine.py's `unique` and `mixed`) that is more instructions than the walks it saves.
 TALLY_FROM = 8
 Counts = tuple[int, HashKey | None, int]  # (no-progress streak, its outcome's key, recent)
 _NONE: Counts = (0, None, 0)
@@ -146,7 +149,8 @@ class Tally:
                 return False
             rare = c._rare  # read from the slot, as the walks do (detectors/streaks.py)
             return rare is None or rare[2] is None or not self._is_2026_9
-        assert isinstance(c, _Call)
+        if TYPE_CHECKING:  # narrowed for mypy; a call at run time
+            assert isinstance(c, _Call)
         return c.open > 0
 
     def put(self, history: list[Record], i: int, new: Record, semantics: str) -> bool:
@@ -169,7 +173,8 @@ class Tally:
         if type(c) is Record:
             calls[old.args_hash] = new  # a call's only record: its place does not matter
         elif c is not None:
-            assert isinstance(c, _Call)
+            if TYPE_CHECKING:  # narrowed for mypy; a call at run time
+                assert isinstance(c, _Call)
             c.recent -= 1
             c.open -= 1
             self._count(c, new)
@@ -186,7 +191,8 @@ class Tally:
             only = c
             c = self._calls[rec.args_hash] = _Call(rec.tool)
             self._count(c, only)
-        assert isinstance(c, _Call)
+        if TYPE_CHECKING:  # narrowed for mypy; a call at run time
+            assert isinstance(c, _Call)
         self._count(c, rec)
 
     def _count(self, c: _Call, rec: Record) -> None:
@@ -293,7 +299,8 @@ def tally_counts(state: RunState, tool: str, args_hash: str, semantics: str) -> 
         if c.latest is None:
             return c.tail_v, None, c.recent
         return c.run_all + c.tail_v, c.latest, c.recent
-    assert isinstance(c, Record)
+    if TYPE_CHECKING:  # narrowed for mypy; a call at run time
+        assert isinstance(c, Record)
     rare = c._rare  # read from the slot, as the walks do (detectors/streaks.py)
     if rare is not None and rare[2] == VETO and tally._is_2026_9:
         return 1, None, 1

@@ -1,7 +1,8 @@
 """The window counts a run keeps as its history changes (detectors/tally.py) equal the walks
 of its history they replace (`repeat_counts`, `counts_2026_9`), whatever the stream: records
 evicted from a small window, outcomes paired out of order by call id, vetoes, exec failures of
-one identity, a state reloaded (JSON, packed, restored) or its profile switched mid-stream."""
+one identity, a state reloaded (JSON, packed, restored), its history changed behind the
+tally's back or its profile switched mid-stream."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from loopguard_fleet.detectors import (
     CONFIGURABLE,
     OPENCLAW_2026_9,
     Outcome,
+    Record,
     RunState,
     Thresholds,
     ToolCall,
@@ -64,7 +66,7 @@ step = st.one_of(
     st.tuples(
         st.just("outcome"), st.integers(0, 5), st.integers(0, 3), st.integers(0, 8) | st.just(0)
     ),
-    st.tuples(st.sampled_from(["json", "pack", "restore", "switch"])),
+    st.tuples(st.sampled_from(["json", "pack", "restore", "switch", "behind"])),
 )
 
 
@@ -122,6 +124,9 @@ def test_kept_counts_equal_the_walks(
             state = unpack(pack(state))
         elif s[0] == "restore":
             state.restore(state.save())
+        elif s[0] == "behind":  # the history changed in place without the tally
+            state.history.append(Record.pending(CALLS[0].tool, CALLS[0].args_hash, None, 0))
+            del state.history[: max(0, len(state.history) - size)]
         elif s[0] == "switch":
             other = CONFIGURABLE if th.semantics == OPENCLAW_2026_9 else OPENCLAW_2026_9
             th = Thresholds(enabled=True, history_size=size, semantics=other)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ import hashlib
 
 from loopguard_fleet.detectors.hashkeys import HashKey
 from loopguard_fleet.detectors.history import repeat_counts
-from loopguard_fleet.detectors.profiles import OPENCLAW_2026_9
+from loopguard_fleet.detectors.profiles import CONFIGURABLE, OPENCLAW_2026_9
 from loopguard_fleet.detectors.rules import (
     argument_churn,
     circuit_breaker,
@@ -21,7 +21,8 @@ from loopguard_fleet.detectors.rules import (
     unknown_tool,
 )
 from loopguard_fleet.detectors.state import RunState
-from loopguard_fleet.detectors.streaks import counts_2026_9
+from loopguard_fleet.detectors.streaks import counts_2026_9, terminal_walk
+from loopguard_fleet.detectors.tally import TALLY_FROM, Counts, tally_after_walk, tally_counts
 from loopguard_fleet.detectors.values import Record, Thresholds, ToolCall, Verdict
 
 BUCKET_SIZE = 10  # fixed by docs/semantics.md §7.3, whatever warningThreshold is
@@ -29,18 +30,50 @@ MAX_BUCKET_KEYS = 256
 
 
 def detect(
-    state: RunState,
-    call: ToolCall,
-    th: Thresholds,
-    counts: tuple[int, HashKey | None, int] | None = None,
+    state: RunState, call: ToolCall, th: Thresholds, counts: Counts | None = None
 ) -> Verdict | None:
-    """The rolling detectors' verdict on a call before it runs; does not mutate state
-    (`counts`: the call's counts under its profile, when the caller walked for them)."""
+    """The rolling detectors' verdict on a call before it runs; does not mutate state (its
+    window counts may be kept beside it, a cache: detectors/tally.py). `counts`: the call's
+    `window_counts`, when the caller has them already (the fleet path)."""
     if not th.enabled:
         return None
-    if th.semantics == OPENCLAW_2026_9:
-        return _detect_2026_9(state.history, call, th, counts)
-    return _decide(state.history, call, th, counts)
+    history, semantics = state.history, th.semantics
+    if counts is not None:
+        pass
+    elif state.tally is not None:
+        counts = window_counts(state, call, semantics)
+    else:  # `window_counts` without a tally, inlined: most runs have none (no loop)
+        if semantics == OPENCLAW_2026_9:
+            counts = counts_2026_9(history, call.tool, call.args_hash)
+        else:
+            counts = repeat_counts(history, call.tool, call.args_hash)
+        if counts[2] >= TALLY_FROM:
+            tally_after_walk(state, semantics)
+    if semantics == OPENCLAW_2026_9:
+        return _detect_2026_9(history, call, th, counts)
+    return _decide(history, call, th, counts)
+
+
+def window_counts(state: RunState, call: ToolCall, semantics: str) -> Counts:
+    """The call's (no-progress streak, its outcome's hash key, recent count) over the state's
+    history under a profile: `counts_2026_9` or `repeat_counts`, from the state's tally when it
+    has one (exec's 2026.9 terminal-failure walk stays a walk: it stops at the first record of
+    another tool)."""
+    tool, ahash, history = call.tool, call.args_hash, state.history
+    counts = None if state.tally is None else tally_counts(state, tool, ahash, semantics)
+    if counts is None:
+        if semantics == OPENCLAW_2026_9:
+            counts = counts_2026_9(history, tool, ahash)
+        else:
+            counts = repeat_counts(history, tool, ahash)
+        if counts[2] >= TALLY_FROM:  # a loop: keep the counts from now on
+            tally_after_walk(state, semantics)
+        return counts
+    if tool == "exec" and semantics == OPENCLAW_2026_9:
+        failures = terminal_walk(history, tool, ahash)
+        if failures[0] > counts[0]:
+            return failures[0], failures[1], counts[2]
+    return counts
 
 
 def detect_pair(
@@ -52,7 +85,7 @@ def detect_pair(
     if not (a.enabled and b.enabled) or OPENCLAW_2026_9 in (a.semantics, b.semantics):
         return detect(state, call, a), detect(state, call, b)
     history = state.history
-    counts = repeat_counts(history, call.tool, call.args_hash)
+    counts = window_counts(state, call, CONFIGURABLE)
     alternation: list[ping_pong.Alternation] = []  # the ping-pong walk, once a rule reads it
     return (
         _decide(history, call, a, counts, alternation),
@@ -98,17 +131,17 @@ def _detect_2026_9(
     history: list[Record],
     call: ToolCall,
     th: Thresholds,
-    counts: tuple[int, HashKey | None, int] | None = None,
+    counts: tuple[int, HashKey | None, int],
 ) -> Verdict | None:
     """OpenClaw 2026.9's decision order (docs/semantics.md, "Decision order"), from the
-    counts when the caller has them already."""
+    call's counts (`counts_2026_9`)."""
     # As in `_decide`, a rule's first test is made here when most calls pass none of it.
     if history and history[-1].unknown_tool_name:
         verdict = unknown_tool.check(history, call, th)
         if verdict is not None:
             return verdict
     tool, ahash = call.tool, call.args_hash
-    streak, latest, recent = counts_2026_9(history, tool, ahash) if counts is None else counts
+    streak, latest, recent = counts
     # 2026.9's wording goes in as the verdict is made (a looping run is blocked at every call).
     if streak >= th.global_circuit_breaker_threshold:
         message = circuit_breaker.message_2026_9(tool, streak)

@@ -14,19 +14,18 @@ from loopguard_fleet.detectors.history_2026_9 import record_facts
 from loopguard_fleet.detectors.profiles import OPENCLAW_2026_9
 from loopguard_fleet.detectors.sharing import SHARED, SHARED_ENTRIES
 from loopguard_fleet.detectors.state import RunState
+from loopguard_fleet.detectors.tally import trim
 from loopguard_fleet.detectors.values import Outcome, Record, Thresholds, ToolCall
-
-
-def _trim(history: list[Record], size: int) -> None:
-    excess = len(history) - size
-    if excess > 0:
-        del history[:excess]
 
 
 def record_call(state: RunState, call: ToolCall, th: Thresholds, seq: int = 0) -> None:
     """Append a pending record for a call that is about to run."""
-    history = state.history
-    history.append(Record.pending(call.tool, call.args_hash, call.tool_call_id, seq))
+    rec = Record.pending(call.tool, call.args_hash, call.tool_call_id, seq)
+    history, tally = state.history, state.tally
+    # The window counts are kept in step when the run has them (detectors/tally.py).
+    if tally is not None and tally.append(history, rec, th.semantics, th.history_size):
+        return
+    history.append(rec)
     if len(history) > th.history_size:
         del history[: len(history) - th.history_size]
 
@@ -56,20 +55,32 @@ def record_outcome(
     unknown = None if outcome.kind == "result" else outcome_unknown_tool_name(outcome)
     history = state.history
     tool, ahash, tcid = call.tool, call.args_hash, call.tool_call_id
-    for i in range(len(history) - 1, -1, -1):
+    tally = state.tally
+    # An outcome usually follows its call, whose pending record is then the newest. When the
+    # newest is complete (the result of a blocked call, never recorded), the tally tells
+    # whether a record of this call is left to pair with: the walk would cross the whole
+    # window for nothing.
+    walk = (
+        tally is None
+        or not history
+        or history[-1].result_key is None
+        or tally.has_open(history, ahash, th.semantics) is not False
+    )
+    for i in range(len(history) - 1, -1, -1) if walk else ():
         rec = history[i]
-        # Completed records first, by a slot: they are most of the window, and the result of
-        # a blocked call (never recorded) walks all of it.
+        # Completed records first, by a slot: they are most of the window.
         if rec.result_key is not None or (tcid and rec.tool_call_id != tcid):
             continue
         if rec.args_hash == ahash and rec.tool == tool:
             # A completed record needs no tool_call_id (it pairs a pending one; not persisted).
             done = Record.completed(tool, ahash, rkey, unknown, seq, event_id, history)
-            history[i] = done
+            if tally is None or not tally.put(history, i, done, th.semantics):
+                history[i] = done
             return done
     done = Record.completed(tool, ahash, rkey, unknown, seq, event_id, history)
-    history.append(done)
-    _trim(history, th.history_size)
+    if tally is None or not tally.append(history, done, th.semantics, th.history_size):
+        history.append(done)
+        trim(history, th.history_size)
     return done
 
 

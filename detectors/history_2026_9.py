@@ -15,18 +15,13 @@ from __future__ import annotations
 from loopguard_fleet.detectors.outcome_facts import TOOL_LOOP_VETO, FactCells, fact_cells
 from loopguard_fleet.detectors.sharing import share
 from loopguard_fleet.detectors.state import RunState
+from loopguard_fleet.detectors.tally import trim
 from loopguard_fleet.detectors.values import Outcome, Record, Thresholds, ToolCall
 
 __all__ = ["record_facts", "record_veto"]
 
 _VETO: FactCells = (None, TOOL_LOOP_VETO, None, False, None)
 _NO_RARE = (None, None, None, None, False)  # a record's rare fields at their defaults
-
-
-def _trim(history: list[Record], size: int) -> None:
-    excess = len(history) - size
-    if excess > 0:
-        del history[:excess]
 
 
 def _is_echo(history: list[Record], tool_call_id: str | None) -> bool:
@@ -64,7 +59,18 @@ def _store(
         None if rare == _NO_RARE else rare,
     )
     history = state.history
-    for i in range(len(history) - 1, -1, -1):
+    tally = state.tally
+    # When the newest record is not pending (a blocked loop's vetoes) the tally tells whether
+    # a record of this call is left to pair with: the walk would cross the whole window for
+    # nothing.
+    newest = history[-1] if history else None
+    walk = (
+        tally is None
+        or newest is None
+        or (newest.result_key is None and (newest._rare is None or newest._rare[2] is None))
+        or tally.has_open(history, ahash, th.semantics) is not False
+    )
+    for i in range(len(history) - 1, -1, -1) if walk else ():
         rec = history[i]
         if rec.result_key is not None:  # completed records first, by a slot: most of the window
             continue
@@ -78,10 +84,12 @@ def _store(
         elif fields[2] is not None or (tcid and fields[0] != tcid):  # a veto: the kind first
             continue
         if rec.tool == tool and rec.args_hash == ahash:
-            history[i] = done
+            if tally is None or not tally.put(history, i, done, th.semantics):
+                history[i] = done
             return done
-    history.append(done)
-    _trim(history, th.history_size)
+    if tally is None or not tally.append(history, done, th.semantics, th.history_size):
+        history.append(done)
+        trim(history, th.history_size)
     return done
 
 

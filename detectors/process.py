@@ -20,11 +20,10 @@ from loopguard_fleet.detectors.compaction_guard import (
     late_outcomes,
     observe_guard,
 )
-from loopguard_fleet.detectors.engine import detect, publish_warning
+from loopguard_fleet.detectors.engine import detect, publish_warning, window_counts
 from loopguard_fleet.detectors.events import TOOL_EVENTS, Event, parse_event
 from loopguard_fleet.detectors.fleet.contribution import (
     Observation,
-    call_counts,
     no_progress,
     observe_call,
 )
@@ -193,7 +192,7 @@ def _fleet_call(
     assert call is not None  # parse_event guarantees a call on tool events
     # The call's counts, walked for once: its contribution, the engine and the early rule.
     history = state.history
-    counts = call_counts(history, call, th)
+    counts = window_counts(state, call, th.semantics)
     progress = no_progress(history, call, th, counts[0])
     obs = observe_call(history, call, th, ev.run_id, state.agent_id, fleet.ts_ms, progress)
     verdict = detect(state, call, th, counts) if given is NO_VERDICT_YET else given
@@ -433,6 +432,7 @@ def _end(state: RunState, seq: int) -> None:
     fresh = RunState()
     for name in RunState.__slots__:
         setattr(state, name, getattr(fresh, name))
+    state.keep_tally(None)  # a slot of RunState's base: the old history's counts go with it
     state.held = held
     state.ended_seq = state.tool_seq = state.life_done = seq
     state.life_seq = seq if life_seq is None else max(life_seq, seq)

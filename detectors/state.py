@@ -19,13 +19,16 @@ import binascii
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from loopguard_fleet.detectors.errors import InvalidState
 from loopguard_fleet.detectors.hashkeys import HashKey, hash_key, hash_text
 from loopguard_fleet.detectors.jsjson import NotJSON, dumps, loads
 from loopguard_fleet.detectors.sharing import share
 from loopguard_fleet.detectors.values import Record
+
+if TYPE_CHECKING:
+    from loopguard_fleet.detectors.tally import Tally
 
 FORMAT_VERSION = 3
 _READABLE_VERSIONS = frozenset({1, 2, 3})
@@ -61,8 +64,22 @@ SavedState = tuple[
 ]
 
 
+class _Derived:
+    """What the engine derives from a run's state and keeps beside it: a slot of a base class,
+    so it is no field (never stored, saved, compared or shown) and a state's value is its
+    fields alone."""
+
+    __slots__ = ("tally",)
+    tally: Tally | None  # the history's window counts (detectors/tally.py), or None
+
+    # Set here: mypy's dataclass plugin sees only the subclass's slots.
+    def keep_tally(self, tally: Tally | None) -> None:
+        """Keep `tally` as the state's window counts (detectors/tally.py)."""
+        self.tally = tally
+
+
 @dataclass(slots=True)
-class RunState:
+class RunState(_Derived):
     """Everything LoopGuard remembers about one run: history, buckets, guard, watermarks."""
 
     history: list[Record] = field(default_factory=list)
@@ -80,6 +97,9 @@ class RunState:
     # openclaw-2026.9: critical verdicts so far, for the runner's recovery allowance
     # (detectors/runner_2026_9.py); the configurable profile leaves it 0.
     critical_loops: int = 0
+
+    def __post_init__(self) -> None:
+        self.keep_tally(None)
 
     def save(self) -> SavedState:
         """The state's values, out of reach of the engine's in-place update (`restore` puts
@@ -120,6 +140,7 @@ class RunState:
             self.held,
             self.critical_loops,
         ) = saved
+        self.keep_tally(None)  # it counted the history replaced
 
     @property
     def is_ended(self) -> bool:

@@ -23,7 +23,14 @@ from typing import Protocol
 from loopguard_fleet.detectors.hashkeys import HashKey
 from loopguard_fleet.detectors.records import Record
 
-__all__ = ["HistoryRecord", "counts_2026_9", "no_progress_2026_9", "recent_count"]
+__all__ = [
+    "VETO",
+    "HistoryRecord",
+    "counts_2026_9",
+    "no_progress_2026_9",
+    "recent_count",
+    "terminal_walk",
+]
 
 VETO = "tool-loop-veto"
 TERMINAL = "terminal-exec-failure"
@@ -66,7 +73,7 @@ def _records(history: Sequence[HistoryRecord]) -> Sequence[Record]:
 # The walks read a record's outcome kind and failure identity from its `_rare` slot
 # (detectors/records.py) instead of through their properties: in a blocked loop every call
 # walks a window of vetoes, and a property read cost ~0.1 µs a record, most of the walk.
-def _terminal_walk(
+def terminal_walk(
     history: Sequence[Record], tool: str, args_hash: str
 ) -> tuple[int, HashKey | None]:
     """exec's terminal-failure streak: newest exec records failing with one identity."""
@@ -151,7 +158,7 @@ def counts_2026_9(
     if latest is None:
         streak = pending_vetoes
     if tool == "exec":
-        failures = _terminal_walk(records, tool, args_hash)
+        failures = terminal_walk(records, tool, args_hash)
         if failures[0] > streak:
             return failures[0], failures[1], recent
     return streak, latest, recent

@@ -95,7 +95,8 @@ def call_counts(
     history: list[Record], call: ToolCall, th: Thresholds
 ) -> tuple[int, HashKey | None, int]:
     """The (no-progress streak, latest outcome key, recent count) of a call as its profile's
-    engine counts them (`detect` takes them, so that a call walks its history once)."""
+    engine counts them, walked from the history (the engine's `window_counts` keeps them for a
+    looping run: the fleet path takes those and gives them to `detect`)."""
     if th.semantics == OPENCLAW_2026_9:
         return counts_2026_9(history, call.tool, call.args_hash)
     return repeat_counts(history, call.tool, call.args_hash)

@@ -40,8 +40,9 @@ def loop_signature(tool: str, args_hash: str, outcome: Record | None) -> str:
 
 
 # A looping run asks for the same signature at every call (its contribution, the early rule,
-# its loop events): the hash is computed once per distinct call and outcome.
-@lru_cache(maxsize=4096)
+# its loop events): the hash is computed once per distinct call and outcome. 1,024 entries
+# (~0.5 MB) hold the loops in flight; a worker at 10,000 runs counts each byte (bench/memory.py).
+@lru_cache(maxsize=1024)
 def _signature(tool: str, args_hash: str, what: str, kind: str, unknown: str) -> str:
     raw = _SEP.join((SIGNATURE_VERSION, tool, args_hash, what, kind, unknown))
     return hashlib.blake2b(raw.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()

@@ -90,7 +90,7 @@ bench-deps:
 
 bench: kafka bench-deps  ## E against OpenClaw's module; O, the OTLP bridge; P, L and the policy reload on Tansu and on Apache Kafka (P on Kafka also exactly-once)
 	$(BIN)/python bench/engine.py
-	$(BIN)/python bench/otlp_bridge.py
+	$(BIN)/python bench/otlp_bridge.py --with-p
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/pipeline.py --broker kafka --exactly-once
 	$(BIN)/python bench/latency.py
@@ -103,7 +103,7 @@ bench-memory: $(STAMP)  ## RSS per active run at 10,000 runs (~3 min)
 
 bench-quick: kafka bench-deps  ## all of them, small (smoke figures, not for planning)
 	$(BIN)/python bench/engine.py --quick
-	$(BIN)/python bench/otlp_bridge.py --quick
+	$(BIN)/python bench/otlp_bridge.py --quick --with-p
 	$(BIN)/python bench/pipeline.py --quick
 	$(BIN)/python bench/pipeline.py --quick --broker kafka --exactly-once
 	$(BIN)/python bench/latency.py --quick

@@ -3,6 +3,7 @@ to wire events), no broker, against the protobuf parse of the same payloads as i
 
     python bench/otlp_bridge.py            # 200,000 tool spans; 3 alternations
     python bench/otlp_bridge.py --quick    # 20,000 tool spans; 3 alternations
+    python bench/otlp_bridge.py --with-p   # also P's worker on Tansu, alternated with the bridge
 
 The payloads are built beforehand as the Collector's Kafka exporter writes them (`otlp_proto`
 `ExportTraceServiceRequest`s from opentelemetry-proto): 1,000 runs, 100 GenAI `execute_tool`
@@ -16,18 +17,24 @@ each payload with protobuf (`ParseFromString`, the decoder the bridge must use) 
 spans. It isolates what the bridge adds over decoding; `replay --input-format otlp` would add the
 detection engine on top, which bench/replay.py measures. Prints one JSON line: median spans/s
 of each side, the ratio, and the events/s the bridge feeds the worker (two per span), to read
-beside P's events/s (bench/pipeline.py; the target is ≥ 0.5 × P).
+beside P's events/s (bench/pipeline.py; the target is ≥ 0.5 × P). `--with-p` measures that
+ratio in the same run: each bridge pass is followed by one worker run of workload P
+(bench/pipeline.py's, on an embedded Tansu), and a second JSON line gives the bridge's events/s
+against P's.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import os
 import random
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -165,13 +172,63 @@ def measure(spans: int, runs: int) -> dict[str, Any]:
     }
 
 
+async def measure_with_p(spans: int, runs: int) -> dict[str, Any]:
+    """The bridge's events/s against P's worker, alternated pass by run in the same run."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import pipeline  # bench/pipeline.py: P's workload, broker and worker run
+
+    data = payloads(spans)
+    records = pipeline.workload(20_000 if spans < 200_000 else 100_000, pipeline.RUNS)
+    workdir = Path(tempfile.mkdtemp(prefix="loopguard-bench-otlp-"))
+    bridge: list[float] = []
+    worker: list[float] = []
+    try:
+        with pipeline.bench_broker("tansu", workdir) as broker:
+            source = "bench.tool-calls"
+            names = [source, *(f"{source}.{t}" for t in ("compactions", "control", "dead-letter"))]
+            await pipeline.create_topics(broker.bootstrap, names, pipeline.PARTITIONS)
+            await pipeline.prefill(broker.bootstrap, source, records)
+            for i in range(runs + 1):  # run 0 is the warm-up of both
+                dt, _ = bridge_pass(data)
+                rate, _ = await pipeline.run_worker(
+                    broker, source, f"otlp{i}", len(records), workdir, None, {}
+                )
+                if i:
+                    bridge.append(2 * spans / dt)
+                    worker.append(rate)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    b, w = statistics.median(bridge), statistics.median(worker)
+    return {
+        "load_avg_1m": LOAD[0],
+        "workload": "O",
+        "figure": "otlp_bridge_events_per_s",
+        "median": round(b),
+        "runs": [round(r) for r in bridge],
+        "baseline": "P: the worker's events/s (bench/pipeline.py), alternated in the same run",
+        "baseline_median": round(w),
+        "baseline_runs": [round(r) for r in worker],
+        "ratio": round(b / w, 3),
+        "target": 0.5,
+        "spans": spans,
+        "p_events": len(records),
+    }
+
+
 def main() -> None:
-    """Measure and print one JSON line."""
+    """Measure and print one JSON line (two with `--with-p`)."""
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true", help="20,000 spans instead of 200,000")
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument(
+        "--with-p", action="store_true",
+        help="also run P's worker on Tansu, alternated with the bridge: the ratio to P",
+    )  # fmt: skip
     a = p.parse_args()
-    print(json.dumps(measure(20_000 if a.quick else 200_000, a.runs)), flush=True)
+    spans = 20_000 if a.quick else 200_000
+    print(json.dumps(measure(spans, a.runs)), flush=True)
+    if a.with_p:
+        print(json.dumps(asyncio.run(measure_with_p(spans, a.runs))), flush=True)
 
 
 if __name__ == "__main__":

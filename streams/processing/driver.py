@@ -415,9 +415,13 @@ class RunDriver:
                     signals = fleet.advance(partition, self.event_ms)
                 if fleet.needs(partition):
                     self._load_firing(fleet, partition)
-                # Only a tool_call reads the fleet (its contribution, the early rule).
+                # Only a tool_call reads the fleet (its contribution, the early rule), under
+                # the fleet settings of the policy in force at its offset: a pushed policy
+                # switches the early rule and `enabled` where it switches the thresholds.
                 is_call = ev.type == "tool_call"
-                view = fleet.view(partition, self.event_ms) if is_call else None
+                view = None
+                if is_call:
+                    view = fleet.view(partition, self.event_ms, in_force.policy.fleet)
                 applied = apply_event(state, ev, th, verdict, view)
                 obs = applied.observation
                 if obs is not None:

@@ -130,8 +130,10 @@ class FleetStage(Protocol):
         """Event time moved to `ts_ms` on a partition: the signal changes to publish."""
         ...
 
-    def view(self, partition: int, ts_ms: int) -> FleetView:
-        """What the engine reads of the fleet for an event of a partition."""
+    def view(self, partition: int, ts_ms: int, settings: FleetSettings) -> FleetView:
+        """What the engine reads of the fleet for an event of a partition, under the fleet
+        settings of the policy in force for it (a pushed policy switches the early rule and
+        `enabled` live; the windows stay the stage's)."""
         ...
 
     def contribute(self, obs: Observation) -> None:
@@ -173,9 +175,10 @@ class OrderedFleet:
         self.firing: dict[str, FleetEvidence] = {}
         self._latest_ms: int | None = None
 
-    def view(self, partition: int, ts_ms: int) -> FleetView:
-        """What the engine reads of the fleet for an event at this event time."""
-        return FleetView(self.settings, self.firing, ts_ms)
+    def view(self, partition: int, ts_ms: int, settings: FleetSettings) -> FleetView:
+        """What the engine reads of the fleet for an event at this event time, under the
+        policy in force's fleet settings."""
+        return FleetView(settings, self.firing, ts_ms)
 
     def apply_record(self, partition: int, obj: dict[str, object]) -> bool:
         """Replay computes its signals: a recorded `fleet_signal` input record is ignored."""

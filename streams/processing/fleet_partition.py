@@ -54,9 +54,10 @@ class PartitionFleet:
             self.latest_ms = ts_ms
         return []
 
-    def view(self, partition: int, ts_ms: int) -> FleetView:
-        """The partition's firing set as read so far, in offset order."""
-        return FleetView(self.settings, self.firing.get(partition, {}), ts_ms)
+    def view(self, partition: int, ts_ms: int, settings: FleetSettings) -> FleetView:
+        """The partition's firing set as read so far, in offset order, under the fleet
+        settings of the policy in force there (`settings`: its early rule and `enabled`)."""
+        return FleetView(settings, self.firing.get(partition, {}), ts_ms)
 
     def contribute(self, obs: Observation) -> None:
         """Hold a contribution until the agent sends the batch's (`take`)."""

@@ -36,10 +36,10 @@ def firing(signature: str, state: str = "firing") -> dict[str, Any]:
 def test_a_signal_record_applies_to_its_own_partition_only_until_it_resolves() -> None:
     stage = PartitionFleet(ON)
     assert stage.apply_record(1, firing("x" * 32))
-    assert set(stage.view(1, 0).firing) == {"x" * 32} and stage.view(0, 0).firing == {}
-    assert stage.view(1, 0).firing["x" * 32].runs == 7
+    assert set(stage.view(1, 0, ON).firing) == {"x" * 32} and stage.view(0, 0, ON).firing == {}
+    assert stage.view(1, 0, ON).firing["x" * 32].runs == 7
     assert stage.apply_record(1, firing("x" * 32, "resolved"))
-    assert stage.view(1, 0).firing == {}
+    assert stage.view(1, 0, ON).firing == {}
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from loopguard_fleet.streams.audit.compare import compare
 from loopguard_fleet.streams.audit.explain import explain_run, render_json, render_table
 from loopguard_fleet.streams.audit.replay import Rejected, Replayer, encode_decision, replay_lines
 from loopguard_fleet.streams.cli import main
+from loopguard_fleet.streams.processing.policy_switch import encode_switch
 from tests.wire import RunScript, text_result
 
 ON = {"loopDetection": {"enabled": True}}
@@ -197,3 +198,34 @@ def test_compare_and_explain_read_a_replay_with_tool_signals() -> None:
     assert compare(off, on, items).runs["broken-3"].first == [None, (4, "fleet_signal", "block")]
     timeline = explain_run(on, items, "broken-5")
     assert [s.get("kind") for s in timeline.fleet_signals] == [None]  # the signature's only
+
+
+def _early(out: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
+    """The early rule's loop events: (run, level, count)."""
+    return [
+        (e["run_id"], e["action"], e["count"])
+        for e in out
+        if e["type"] == "loop_event" and e.get("detector") == "fleet_signal"
+    ]
+
+
+def test_a_pushed_policy_switches_the_early_rule_and_the_contributions() -> None:
+    # A worker started with early warnings; a policy switch read before the outage makes them
+    # blocks, as a worker started with blocks decides. The windows stay the stage's.
+    warn = {"tools": ON, "loopguard": {"fleet": {**FLEET, "earlyAction": "warn"}}}
+    block = {"tools": ON, "loopguard": {"fleet": FLEET}}
+    off = {"tools": ON, "loopguard": {"fleet": {**FLEET, "enabled": False}}}
+
+    def run(start: dict[str, Any], pushed: dict[str, Any] | None) -> list[dict[str, Any]]:
+        lines = outage_lines()
+        if pushed is not None:
+            lines = [encode_switch(load_policy(pushed).version, pushed, "p", 0), *lines]
+        out = list(replay_lines(Replayer(load_policy(start)), lines))
+        return [d.to_wire() for d in out if not isinstance(d, Rejected)]
+
+    warned, blocked = run(warn, None), run(block, None)
+    assert {level for _, level, _ in _early(warned)} == {"warn"}
+    assert _early(run(warn, block)) == _early(blocked)
+    # Fleet signals switched off: no run contributes, nothing fires, nothing is early.
+    quiet = run(block, off)
+    assert not [d for d in quiet if d["type"] == "fleet_signal"] and not _early(quiet)

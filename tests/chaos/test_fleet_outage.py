@@ -10,10 +10,13 @@ tests/integration/test_fleet_worker.py: windows close when the test says, not af
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
@@ -22,9 +25,16 @@ from loopguard_fleet.streams.client.connection import Topics
 from loopguard_fleet.streams.client.runtime import RuntimeClient
 from tests.chaos.harness import PARTITIONS, Cluster, json_values
 from tests.chaos.invariants import FIGURES, Figures
+from tests.integration.conftest import SessionBroker
 from tests.wire import Clock
 from tests.worker_process import WorkerProcess
 
+# Exactly-once needs Apache Kafka's transactions and is not run in CI, for time, as the other
+# exactly-once chaos runs (docs/reliability.md has its runs): LOOPGUARD_TEST_GUARANTEES=
+# at_least_once,exactly_once on LOOPGUARD_TEST_BROKER=kafka runs it.
+EXACTLY_ONCE = "exactly_once" in os.environ.get("LOOPGUARD_TEST_GUARANTEES", "").split(
+    ","
+) and os.environ.get("LOOPGUARD_TEST_BROKER", "").startswith("kafka")
 WINDOW_S = 5
 POLICY = {
     "tools": {"loopDetection": {"enabled": True}},
@@ -116,6 +126,35 @@ async def _failing_runs(
 async def test_an_outage_across_a_kill_and_a_rebalance_signals_once_and_blocks_once(
     cluster: Cluster,
 ) -> None:
+    await _outage_across_a_kill(cluster, "fleet outage + SIGKILL + rebalance")
+
+
+if EXACTLY_ONCE:  # defined only when asked for: not a skipped test in every other run
+
+    @pytest.mark.xfail(
+        strict=True,
+        reason="known bug (docs/fleet.md, limits): under exactly-once a fleet send queued for "
+        "a partition that moved stops the worker, ProducerSendError('No transaction producer "
+        "found')",
+    )
+    async def test_exactly_once_an_outage_across_a_kill_sends_each_signal_and_block_once(
+        broker: SessionBroker, tmp_path: Path
+    ) -> None:
+        """The same outage with Faust's transactions (Apache Kafka): read committed, no
+        message is there twice, not even an identical resend."""
+        settings = {"processing_guarantee": "exactly_once"}
+        cluster = Cluster(broker, tmp_path, extra_settings=settings)
+        await cluster.create_topics()
+        try:
+            figures = await _outage_across_a_kill(cluster, "fleet outage + SIGKILL (exactly_once)")
+        finally:
+            cluster.workers.stop_all()
+        assert figures.duplicates == 0, figures.line()
+
+
+async def _outage_across_a_kill(cluster: Cluster, scenario: str) -> Figures:
+    """The outage, the kill and the rebalance; asserts each signal fired and resolved once
+    and each early-blocked call was blocked by one decision; returns the figures."""
     cluster.policy_file.write_bytes(orjson.dumps(POLICY))
     topics = Topics(cluster.tool_calls, cluster.compactions, cluster.control)
     fleet_topic = fleet_topic_of(cluster.app_id)
@@ -190,7 +229,7 @@ async def test_an_outage_across_a_kill_and_a_rebalance_signals_once_and_blocks_o
     assert set(by_call) == expected, sorted(by_call)
     distinct = {m["id"] for m in signal_messages} | {b["command_id"] for b in blocks}
     figures = Figures(
-        scenario="fleet outage + SIGKILL + rebalance",
+        scenario=scenario,
         events=8 * 2 * 2 + 8 * LATE_CALLS * 2 + 2,  # the broken, late and healthy runs'
         decisions=len(distinct),
         lost=0,
@@ -203,3 +242,4 @@ async def test_an_outage_across_a_kill_and_a_rebalance_signals_once_and_blocks_o
     )
     FIGURES.append(figures)
     print(figures.line())
+    return figures

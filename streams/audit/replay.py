@@ -129,8 +129,8 @@ class MemoryOutputs:
         """Keep one control message (the bytes the worker would publish)."""
         self.decisions.append(value)
 
-    def dead_letter(self, key: bytes | None, value: bytes) -> None:
-        """Keep one dead-letter record."""
+    def dead_letter(self, key: bytes | None, value: bytes, source: tuple[str, int]) -> None:
+        """Keep one dead-letter record (from `source`, the input topic-partition)."""
         self.dead_letters.append(value)
 
 

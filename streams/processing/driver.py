@@ -106,7 +106,7 @@ class Outputs(Protocol):
     """Where decisions and dead letters go (the worker's control and dead-letter topics)."""
 
     def decision(self, key: bytes, value: bytes) -> None: ...
-    def dead_letter(self, key: bytes | None, value: bytes) -> None: ...
+    def dead_letter(self, key: bytes | None, value: bytes, source: tuple[str, int]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,10 +425,10 @@ class RunDriver:
                 applied = apply_event(state, ev, th, verdict, view)
                 obs = applied.observation
                 if obs is not None:
-                    fleet.contribute(obs)
+                    fleet.contribute(partition, obs)
                 if self._tool_health and is_call and ev.call is not None:
                     use = tool_use_of(ev.call, th, ev.run_id, state.agent_id, self.event_ms, obs)
-                    fleet.use(use)
+                    fleet.use(partition, use)
         except Exception as exc:  # the dead-letter policy: an engine bug costs one event
             log.exception("engine failed on run %s event %s", ev.run_id, ev.event_id)
             state.restore(saved)
@@ -633,5 +633,5 @@ class RunDriver:
             prefix_bytes=self._limits.dead_letter_prefix_bytes,
             run_id=run_id,
         )
-        self._outputs.dead_letter(msg.key, encode(record))
+        self._outputs.dead_letter(msg.key, encode(record), (msg.topic, msg.partition))
         self._metrics.count_rejected(reason)

@@ -136,12 +136,13 @@ class FleetStage(Protocol):
         `enabled` live; the windows stay the stage's)."""
         ...
 
-    def contribute(self, obs: Observation) -> None:
-        """One tool_call's contribution."""
+    def contribute(self, partition: int, obs: Observation) -> None:
+        """One tool_call's contribution, from an event of `partition`."""
         ...
 
-    def use(self, use: ToolUse) -> None:
-        """One tool_call's use of its tool (tool health; ignored when it is off)."""
+    def use(self, partition: int, use: ToolUse) -> None:
+        """One tool_call's use of its tool, from an event of `partition` (tool health;
+        ignored when it is off)."""
         ...
 
     def apply_record(self, partition: int, obj: dict[str, object]) -> bool:
@@ -220,11 +221,11 @@ class OrderedFleet:
             out.sort(key=_at_ms)  # stable: a signature's change first at one event time
         return out
 
-    def contribute(self, obs: Observation) -> None:
+    def contribute(self, partition: int, obs: Observation) -> None:
         """Count one contribution (late or past the cap: dropped and counted by the windows)."""
         self.windows.observe(obs)
 
-    def use(self, use: ToolUse) -> None:
+    def use(self, partition: int, use: ToolUse) -> None:
         """Count one use of a tool (late or past a cap: dropped and counted by the windows)."""
         if self.tools is not None:
             self.tools.observe(use, self.windows.watermark_ms)
@@ -357,13 +358,13 @@ class FleetTask:
         if isinstance(parsed, Observation):
             windows = stage.windows
             late, full = windows.dropped_late, windows.dropped_full
-            stage.contribute(parsed)
+            stage.contribute(partition, parsed)
             self.newly_dropped[0] += windows.dropped_late - late
             self.newly_dropped[1] += windows.dropped_full - full
         elif isinstance(parsed, ToolUse) and stage.tools is not None:
             tools = stage.tools
             late, full = tools.dropped_late, tools.dropped_full
-            stage.use(parsed)
+            stage.use(partition, parsed)
             self.newly_dropped[0] += tools.dropped_late - late
             self.newly_dropped[1] += tools.dropped_full - full
         return out

@@ -40,9 +40,12 @@ class PartitionFleet:
     def __init__(self, settings: FleetSettings) -> None:
         self.settings = settings
         self.firing: dict[int, dict[str, FleetEvidence]] = {}
-        self.contributions: list[Observation] = []
+        # What waits for the agent, each with the input partition of the event it came from
+        # (under exactly-once it is sent in that partition's transaction).
+        self.contributions: list[tuple[int, Observation]] = []
         self.latest_ms: int | None = None  # the largest event time seen (the fleet's ticks)
-        self.uses: list[ToolUse] = []
+        self.latest_partition = 0  # the partition of the event that moved it
+        self.uses: list[tuple[int, ToolUse]] = []
         # (run, tool) → the half-window bucket of its last healthy use sent: a run calling a
         # tool many times sends one healthy use per bucket (a bad one is sent each time).
         self._sent: dict[tuple[str, str], int] = {}
@@ -52,6 +55,7 @@ class PartitionFleet:
         """Signals come as input records, not from event time: nothing to publish here."""
         if self.latest_ms is None or ts_ms > self.latest_ms:
             self.latest_ms = ts_ms
+            self.latest_partition = partition
         return []
 
     def view(self, partition: int, ts_ms: int, settings: FleetSettings) -> FleetView:
@@ -59,16 +63,16 @@ class PartitionFleet:
         settings of the policy in force there (`settings`: its early rule and `enabled`)."""
         return FleetView(settings, self.firing.get(partition, {}), ts_ms)
 
-    def contribute(self, obs: Observation) -> None:
+    def contribute(self, partition: int, obs: Observation) -> None:
         """Hold a contribution until the agent sends the batch's (`take`)."""
-        self.contributions.append(obs)
+        self.contributions.append((partition, obs))
 
-    def take(self) -> list[Observation]:
+    def take(self) -> list[tuple[int, Observation]]:
         """The contributions held since the last call."""
         out, self.contributions = self.contributions, []
         return out
 
-    def use(self, use: ToolUse) -> None:
+    def use(self, partition: int, use: ToolUse) -> None:
         """Hold a tool use for the agent to send (`take_uses`), unless tool health is off or
         the run's healthy use of the tool in this bucket was sent already."""
         if not self.settings.tool_health.enabled:
@@ -80,9 +84,9 @@ class PartitionFleet:
             if len(self._sent) >= USES_HELD:
                 self._sent.clear()
             self._sent[key] = bucket
-        self.uses.append(use)
+        self.uses.append((partition, use))
 
-    def take_uses(self) -> list[ToolUse]:
+    def take_uses(self) -> list[tuple[int, ToolUse]]:
         """The tool uses held since the last call."""
         out, self.uses = self.uses, []
         return out

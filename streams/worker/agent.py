@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from time import perf_counter
 from typing import Any
@@ -42,6 +43,7 @@ from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.outbox import FaustOutbox, Outbox
 from loopguard_fleet.streams.worker.app import Wiring
 from loopguard_fleet.streams.worker.commit_gate import CommitGate, InputPartition, Snapshots
+from loopguard_fleet.streams.worker.exactly_once import transactional_sender
 from loopguard_fleet.streams.worker.faust.batches import take_batches
 from loopguard_fleet.streams.worker.faust.bulk import Bulk, messages_of, records_in
 from loopguard_fleet.streams.worker.faust.internals import (
@@ -52,6 +54,8 @@ from loopguard_fleet.streams.worker.faust.internals import (
 from loopguard_fleet.streams.worker.fleet import FleetLink
 
 __all__ = ["RunProcessor", "freeze_startup_heap", "install_agent"]
+
+log = logging.getLogger(__name__)
 
 # The checkpoint writes taken states for this long, then lets the agent's batches run (each
 # slice's changelog records then cost Faust's producer about as long again: docs/performance.md).
@@ -69,8 +73,8 @@ class _FaustOutputs:
     def decision(self, key: bytes, value: bytes) -> None:
         self._outbox.add(key, value)
 
-    def dead_letter(self, key: bytes | None, value: bytes) -> None:
-        self._gate.send(self._dead_letter, key, value)
+    def dead_letter(self, key: bytes | None, value: bytes, source: tuple[str, int]) -> None:
+        self._gate.send(self._dead_letter, key, value, source=source)
 
 
 def driver_limits(settings: Settings) -> DriverLimits:
@@ -102,7 +106,14 @@ class RunProcessor:
         self._store = TableStore(wiring.table)
         # What every agent of the worker processed and produced (streams/worker/commit_gate.py),
         # and the states other agents keep beside the runs (the fleet task's windows).
-        self.gate = CommitGate(lambda: drain_producer_buffer(wiring.app))
+        # Under exactly-once the gate holds records to the checkpoint and sends each in the
+        # transaction of the input partition it came from (streams/worker/exactly_once.py).
+        self.gate = CommitGate(
+            lambda: drain_producer_buffer(wiring.app),
+            transactional_sender(wiring.app)
+            if settings.processing_guarantee == "exactly_once"
+            else None,
+        )
         self.snapshots: list[Snapshots] = []
         # Fleet signals on: the partitions' firing sets and the contributions to send
         # (streams/worker/fleet.py sets `fleet_link` when it installs the fleet task).
@@ -160,6 +171,8 @@ class RunProcessor:
                             await self._outbox.wait_delivered()
                             self.checkpoint()
                         await sent.wait()
+                        if sent.dropped:
+                            log.info("%d records from revoked partitions not sent", sent.dropped)
                         for write in writers:
                             write()
                         await drain_producer_buffer(self._w.app)

@@ -1,4 +1,5 @@
-"""Decisions under exactly-once: held until the commit, so they share its transaction.
+"""Exactly-once: decisions and every other record held until the commit, so that each
+shares the transaction of the input partition it came from.
 
 With `LOOPGUARD_PROCESSING_GUARANTEE=exactly_once`, Faust writes through one transactional
 producer per partition and commits each transaction together with the input offsets acked so
@@ -15,13 +16,37 @@ price is latency: a verdict waits for the next commit (Faust's commit interval).
 The checkpoint keeps the agent's lock for its whole length here (streams/worker/agent.py): a
 batch processed while it writes would send its dead letters into the transaction that the
 commit closes with offsets that do not include that batch's events.
+
+What the other agents produce (fleet contributions and signals, policy switches, OTLP
+events, dead letters) is held by the commit gate the same way and sent by
+`transactional_sender` in the transaction of the input partition it came from, wherever it
+goes (streams/worker/commit_gate.py). Faust alone would pick the transaction of the partition
+a record goes *to*: another partition's, or none on a worker that does not own that partition
+(a fleet contribution keyed by signature stopped the worker when partitions moved:
+tests/chaos/test_fleet_outage.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-__all__ = ["TransactionalOutbox"]
+from loopguard_fleet.streams.worker.commit_gate import InputPartition, Transactional
+from loopguard_fleet.streams.worker.faust.internals import send_in_transaction, transactional_id
+
+__all__ = ["TransactionalOutbox", "transactional_sender"]
+
+
+def transactional_sender(app: Any) -> Transactional:
+    """Sends a record in the transaction of the input topic-partition it came from."""
+
+    async def send(
+        source: InputPartition, topic: str, key: bytes | None, value: bytes, partition: int | None
+    ) -> asyncio.Future[Any] | None:
+        tid = transactional_id(app, *source)
+        return await send_in_transaction(app, tid, topic, key, value, partition)
+
+    return send
 
 
 class TransactionalOutbox:

@@ -171,34 +171,37 @@ class FleetLink:
     topic: Any  # faust TopicT: the fleet topic
     partitions: int
     gate: CommitGate
+    source_topic: str  # the tool-calls topic: contributions come from its events
     # At-least-once: the batch's fleet records go as one closed aiokafka batch per fleet
     # partition, as decisions do (Faust's per-record `send_soon` path cost most of what fleet
-    # signals cost: docs/fleet.md, "Measured"); exactly-once: None, through the gate's
-    # transactional producer.
+    # signals cost: docs/fleet.md, "Measured"); exactly-once: None, through the gate, each in
+    # the transaction of the input partition it came from.
     outbox: BatchOutbox | None = None
     ticked_ms: int | None = None
 
     async def send(self) -> None:
         """Send the contributions held since the last batch, and a tick if time moved; the
         next checkpoint waits for their delivery."""
-        for obs in self.stage.take():
-            self._emit(obs.signature.encode(), encode(observation_record(obs)))
-        for use in self.stage.take_uses():  # keyed by tool: one fleet task judges each tool
-            self._emit(signal_key({"kind": "tool", "tool": use.tool}), encode(tool_use_record(use)))
-        latest, ticked = self.stage.latest_ms, self.ticked_ms
+        stage = self.stage
+        for source, obs in stage.take():
+            self._emit(source, obs.signature.encode(), encode(observation_record(obs)))
+        for source, use in stage.take_uses():  # keyed by tool: one fleet task judges each tool
+            key = signal_key({"kind": "tool", "tool": use.tool})
+            self._emit(source, key, encode(tool_use_record(use)))
+        latest, ticked = stage.latest_ms, self.ticked_ms
         if latest is not None and (ticked is None or latest >= ticked + TICK_EVERY_MS):
             self.ticked_ms = latest
             tick = encode(tick_record(latest))
             for p in range(self.partitions):
-                self._emit(b"tick", tick, p)
+                self._emit(stage.latest_partition, b"tick", tick, p)
         if self.outbox is not None:
             await self.outbox.send(urgent=False)
             for fut in self.outbox.take_sent():
                 self.gate.track(fut)
 
-    def _emit(self, key: bytes, value: bytes, partition: int | None = None) -> None:
+    def _emit(self, source: int, key: bytes, value: bytes, partition: int | None = None) -> None:
         if self.outbox is None:
-            self.gate.send(self.topic, key, value, partition)
+            self.gate.send(self.topic, key, value, partition, source=(self.source_topic, source))
         elif partition is None:
             self.outbox.add(key, value)  # the partition Faust's default partitioner picks
         else:
@@ -276,17 +279,19 @@ def install_fleet(
     topic = app.topic(name, partitions=settings.partitions, schema=raw)
     tool_calls = app.topic(settings.topic_tool_calls, partitions=settings.partitions, schema=raw)
     outbox = BatchOutbox(app, name, settings.partitions) if batched else None
-    link = FleetLink(stage, topic, settings.partitions, gate, outbox)
+    link = FleetLink(stage, topic, settings.partitions, gate, settings.topic_tool_calls, outbox)
     task = FleetTask(fleet)
     checkpoint = FleetCheckpoint(task, store, gate, name)
 
-    def publish(decision_payload: dict[str, Any]) -> None:
+    def publish(source: int, decision_payload: dict[str, Any]) -> None:
+        """A signal change, made from fleet partition `source`'s records."""
         key, value = signal_key(decision_payload), encode(decision_payload)
-        gate.send(wiring.control, key, value)
+        at = (name, source)
+        gate.send(wiring.control, key, value, source=at)
         if decision_payload.get("kind") == "tool":  # tool health decides no call: control only
             return
         for p in range(settings.partitions):  # each input partition applies it in its order
-            gate.send(tool_calls, key, value, p)
+            gate.send(tool_calls, key, value, p, source=at)
 
     @app.agent(topic, name="loopguard-fleet", concurrency=1)
     async def fleet_task(stream: Any) -> None:
@@ -314,10 +319,10 @@ def install_fleet(
                 origin, msg.value, "invalid_fleet_record", "not a fleet record",
                 prefix_bytes=settings.dead_letter_prefix_bytes,
             )  # fmt: skip
-            gate.send(wiring.dead_letter, msg.key, encode(record))
+            gate.send(wiring.dead_letter, msg.key, encode(record), source=(name, msg.partition))
         else:
             for d in changes:
-                publish(d.to_wire())
+                publish(msg.partition, d.to_wire())
                 counter = (
                     metrics.fleet_tool_signals if "kind" in d.payload else metrics.fleet_signals
                 )

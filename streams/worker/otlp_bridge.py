@@ -101,8 +101,9 @@ def install_otlp_bridge(
     def publish(partition: int, step: Step, origin: Origin, value: bytes | None) -> None:
         """Send a step's events and dead-letter its refusals; move the commit limit."""
         metrics.count_otlp_ignored(step.skipped, step.duplicates)
+        at = (source, partition)
         for key, event in step.events:
-            gate.send(tool_calls, key, event)
+            gate.send(tool_calls, key, event, source=at)
         for refusal in step.refused:
             record = dead_letter(
                 origin,
@@ -112,7 +113,7 @@ def install_otlp_bridge(
                 prefix_bytes=settings.dead_letter_prefix_bytes,
                 run_id=refusal.run_id,
             )
-            gate.send(wiring.dead_letter, origin.key, encode(record))
+            gate.send(wiring.dead_letter, origin.key, encode(record), source=at)
             metrics.count_rejected(refusal.reason)
         below = bridges[partition][1].commit_below()
         if below is not None:
@@ -137,7 +138,7 @@ def install_otlp_bridge(
         marker = watermark_record(time.time_ns())
         for partition, (bridge, _) in bridges.items():
             if partition in quiet and bridge.order.held:
-                gate.send(otlp, None, marker, partition=partition)
+                gate.send(otlp, None, marker, partition=partition, source=(source, partition))
             quiet.add(partition)
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # mode types receivers as sync

@@ -103,16 +103,18 @@ def install_policy_switches(
     ]
     dead_letters = wiring.dead_letter
 
+    source = (settings.policy_topic, 0)  # what it sends, it sends from the one partition
+
     def send(value: bytes) -> None:
         for topic in inputs:  # each input topic-partition applies it in its own order
             for p in range(settings.partitions):
-                gate.send(topic, POLICY_KEY, value, p)
+                gate.send(topic, POLICY_KEY, value, p, source=source)
 
     switches = PolicySwitches(
         settings.policy_topic,
         semantics=settings.semantics,
         send=send,
-        dead_letter=lambda key, value: gate.send(dead_letters, key, value),
+        dead_letter=lambda key, value: gate.send(dead_letters, key, value, source=source),
         metrics=metrics,
         prefix_bytes=settings.dead_letter_prefix_bytes,
     )

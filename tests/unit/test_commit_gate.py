@@ -45,3 +45,69 @@ async def test_a_take_waits_only_for_what_was_sent_before_it() -> None:
     before.set_result(None)
     await asyncio.wait_for(waiting, timeout=5)
     assert held is False
+
+
+class _Topic:
+    """A Faust channel's name, which is all the gate reads of it under exactly-once."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def get_topic_name(self) -> str:
+        return self.name
+
+    def send_soon(self, **kwargs: object) -> asyncio.Future[None]:
+        raise AssertionError("under exactly-once nothing goes through Faust's buffer")
+
+
+class _Transactions:
+    """Transactional producers by source partition, as the worker's (`transactional_sender`)."""
+
+    def __init__(self, owned: set[tuple[str, int]]) -> None:
+        self.owned = owned
+        self.sent: list[tuple[tuple[str, int], str, bytes | None, int | None]] = []
+
+    async def __call__(
+        self,
+        source: tuple[str, int],
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        partition: int | None,
+    ) -> asyncio.Future[None] | None:
+        if source not in self.owned:
+            return None
+        self.sent.append((source, topic, key, partition))
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut.set_result(None)
+        return fut
+
+
+async def test_exactly_once_holds_each_record_to_the_take_and_sends_it_from_its_source() -> None:
+    sends = _Transactions({("in", 0), ("in", 1)})
+    gate = CommitGate(nothing_to_drain, sends)
+    fleet = _Topic("fleet")
+    gate.send(fleet, b"sig", b"v", source=("in", 0))  # keyed: any partition, another owner's
+    gate.send(fleet, b"tick", b"v", 3, source=("in", 1))
+    assert sends.sent == []  # nothing before the checkpoint
+    _, delivery = gate.take()
+    gate.send(fleet, b"later", b"v", source=("in", 0))  # after the take: the next one's
+    await delivery.wait()
+    assert sends.sent == [(("in", 0), "fleet", b"sig", None), (("in", 1), "fleet", b"tick", 3)]
+    _, following = gate.take()
+    await following.wait()
+    assert sends.sent[-1] == (("in", 0), "fleet", b"later", None)
+
+
+async def test_exactly_once_drops_what_partitions_that_moved_held() -> None:
+    sends = _Transactions({("in", 0)})
+    gate = CommitGate(nothing_to_drain, sends)
+    fleet = _Topic("fleet")
+    gate.send(fleet, b"a", b"v", source=("in", 0))
+    gate.send(fleet, b"b", b"v", source=("in", 1))
+    gate.send(fleet, b"c", b"v", source=("in", 2))
+    gate.forget({2})  # revoked or assigned: read again from its committed offset
+    _, delivery = gate.take()
+    await delivery.wait()  # ("in", 1) has no transaction any more (revoked meanwhile)
+    assert [s[2] for s in sends.sent] == [b"a"]
+    assert delivery.dropped == 1

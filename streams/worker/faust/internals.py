@@ -48,6 +48,17 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   second AIOKafkaProducer with its own settings (`_new_producer`: same servers, acks, security)
   for the batches the agent builds itself (streams/processing/outbox.py), started and stopped
   with it. Exactly-once has none: its decisions go through Faust's transactional producers.
+- Transactional producers by source: under exactly-once Faust picks a record's transactional
+  producer by the partition number the record goes *to* (`TransactionManager.send`:
+  `{app id}-{topic group}-{destination partition}`), and commits each input partition's
+  offsets with the producer of that partition's number. A record an agent produces from one
+  input partition for another partition (a fleet contribution keyed by signature, a fleet
+  signal written to every input partition, an OTLP span's event keyed by run id) then went
+  into another partition's transaction, or, for a partition another worker owns, into none:
+  `ProducerSendError: No transaction producer found` stopped the worker
+  (tests/chaos/test_fleet_outage.py). `send_in_transaction` hands such a record to the
+  transactional producer of the partition it was produced *from* (the driver's `send` with
+  its `transactional_id`), so it commits or aborts with that partition's offsets.
 - Committed offsets: Faust's own record (`_committed_offset`), read by
   streams/worker/broker_watch.py.
 - Seek with nothing assigned: after a rebalance Faust's recovery seeks "all assigned
@@ -501,6 +512,30 @@ async def drain_producer_buffer(app: faust.App) -> None:
     mark = _BufferMark()
     app.producer.buffer.pending.put_nowait(mark)
     await mark.reached.wait()
+
+
+def transactional_id(app: faust.App, topic: str, partition: int) -> str:
+    """The transactional id Faust commits an input topic-partition's offsets with."""
+    return f"{app.conf.id}-{app.assignor.group_for_topic(topic)}-{partition}"
+
+
+async def send_in_transaction(
+    app: faust.App,
+    transactional_id: str,
+    topic: str,
+    key: bytes | None,
+    value: bytes,
+    partition: int | None,
+) -> asyncio.Future[Any] | None:
+    """Send one record through the transactional producer `transactional_id`; its delivery
+    future, or None when this worker has no such producer (its partition was revoked)."""
+    producer = app.producer  # the transport's driver: its `send` takes the transactional id
+    if transactional_id not in producer._transaction_producers:  # type: ignore[attr-defined]  # private (module docstring)
+        return None
+    fut = await producer.send(
+        topic, key, value, partition, None, None, transactional_id=transactional_id
+    )
+    return fut  # type: ignore[return-value]  # typed Awaitable: aiokafka's is a Future
 
 
 def committed_offsets(app: faust.App) -> dict[Any, int]:

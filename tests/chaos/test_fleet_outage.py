@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
@@ -131,12 +130,6 @@ async def test_an_outage_across_a_kill_and_a_rebalance_signals_once_and_blocks_o
 
 if EXACTLY_ONCE:  # defined only when asked for: not a skipped test in every other run
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="known bug (docs/fleet.md, limits): under exactly-once a fleet send queued for "
-        "a partition that moved stops the worker, ProducerSendError('No transaction producer "
-        "found')",
-    )
     async def test_exactly_once_an_outage_across_a_kill_sends_each_signal_and_block_once(
         broker: SessionBroker, tmp_path: Path
     ) -> None:

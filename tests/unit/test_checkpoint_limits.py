@@ -238,7 +238,7 @@ async def test_a_record_another_agent_produced_is_delivered_before_the_commit_pa
         TP0, ConsumerRecord(TOPIC, 0, 0, 1_000, 0, b"k", b"{}", None, 1, 2, [])
     )
     consumer.track_message(message)
-    worker.processor.gate.send(produced, b"sig", b"fleet_signal")
+    worker.processor.gate.send(produced, b"sig", b"fleet_signal", source=(TOPIC, 0))
     worker.processor.gate.read(TOPIC, 0, 0)
     consumer.ack(message)
 

@@ -19,7 +19,12 @@ from loopguard_fleet.detectors.fleet.early import (
     evidence_text,
     publish_early,
 )
-from loopguard_fleet.detectors.fleet.settings import EARLY_ACTIONS, EarlyAction, FleetSettings
+from loopguard_fleet.detectors.fleet.settings import (
+    EARLY_ACTIONS,
+    EarlyAction,
+    FleetSettings,
+    WindowPolicy,
+)
 from loopguard_fleet.detectors.fleet.signature import (
     SIGNATURE_VERSION,
     last_outcome,
@@ -46,6 +51,7 @@ __all__ = [
     "FleetWindows",
     "Observation",
     "SignalChange",
+    "WindowPolicy",
     "early_verdict",
     "evidence_text",
     "is_failure",

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Final, Literal
+from dataclasses import dataclass, field, replace
+from typing import Final, Literal, NamedTuple
 
-__all__ = ["EARLY_ACTIONS", "EarlyAction", "FleetSettings", "ToolHealthSettings"]
+__all__ = ["EARLY_ACTIONS", "EarlyAction", "FleetSettings", "ToolHealthSettings", "WindowPolicy"]
 
 EarlyAction = Literal["warn", "block"]
 EARLY_ACTIONS: Final[tuple[EarlyAction, ...]] = ("warn", "block")
@@ -45,3 +45,38 @@ class FleetSettings:
             "earlyAtCount": self.early_at_count,
             "toolHealth": self.tool_health.to_doc(),
         }
+
+
+class WindowPolicy(NamedTuple):
+    """The window settings of a pushed policy, as each contribution made under it carries
+    them to the fleet task (docs/fleet.md, "Tuning": a pushed policy switches the windows).
+
+    `at` orders the policies: the policy-topic offset of the version. A fleet stage switches
+    at the first record of a later one than it counts with, and never back."""
+
+    at: int
+    window_seconds: int
+    min_runs: int
+    tool_min_runs: int
+    tool_error_ratio: float
+
+    @classmethod
+    def of(cls, at: int, settings: FleetSettings) -> WindowPolicy:
+        """A policy's window settings, at its policy-topic offset."""
+        health = settings.tool_health
+        return cls(
+            at, settings.window_seconds, settings.min_runs, health.min_runs, health.error_ratio
+        )
+
+    def applied_to(self, settings: FleetSettings) -> FleetSettings:
+        """`settings` with these window settings (the rest, `enabled` and tool health's
+        `enabled` included, stays the stage's)."""
+        health = replace(
+            settings.tool_health, min_runs=self.tool_min_runs, error_ratio=self.tool_error_ratio
+        )
+        return replace(
+            settings,
+            window_seconds=self.window_seconds,
+            min_runs=self.min_runs,
+            tool_health=health,
+        )

@@ -196,6 +196,15 @@ class ToolWindows:
             b.last_ms = use.ts_ms if b.last_ms is None else max(b.last_ms, use.ts_ms)
         return True
 
+    def resize(self, window_seconds: int, watermark_ms: int | None) -> None:
+        """Judge windows of another length from `watermark_ms` on: the counts start afresh;
+        a firing tool stays firing until a window starting after it is judged healthy."""
+        self.window_ms = window_seconds * 1000
+        self.hop_ms = self.window_ms // 2
+        self.buckets = {}
+        if watermark_ms is not None:
+            self.judged_ms = watermark_ms - watermark_ms % self.hop_ms
+
     def advance(self, watermark_ms: int) -> list[ToolChange]:
         """Judge every window the watermark closed since the last call, in order."""
         out: list[ToolChange] = []

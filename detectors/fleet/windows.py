@@ -229,6 +229,35 @@ class FleetWindows:
                     self.ready.add((start, obs.signature))
         return True
 
+    def set_min_runs(self, min_runs: int) -> None:
+        """Judge by another `minRuns` from now on: the open windows' counts stay, and those
+        that reach it now may fire as the watermark passes them."""
+        self.min_runs = min_runs
+        mark = self.watermark_ms
+        self.ready = set()
+        for start in self._window_starts():
+            if mark is not None and start + self.window_ms <= mark:
+                continue  # closed
+            first, second = self.buckets.get(start, {}), self.buckets.get(start + self.hop_ms, {})
+            for signature in first.keys() | second.keys():
+                window = self._window(start, signature)
+                if signature not in self.firing and window and window.n_runs >= min_runs:
+                    self.ready.add((start, signature))
+
+    def resize(self, window_seconds: int) -> None:
+        """Count in windows of another length from the watermark on: the counts start afresh;
+        a firing signature stays firing, as if it had met `minRuns` in the window of the
+        bucket that holds the watermark, and resolves after the first later window that does
+        not meet it."""
+        self.window_ms = window_seconds * 1000
+        self.hop_ms = self.window_ms // 2
+        self.buckets = {}
+        self.ready = set()
+        if self.watermark_ms is not None:
+            anchor = self.bucket_start(self.watermark_ms)
+            for firing in self.firing.values():
+                firing.checked_ms = anchor
+
     def state(self) -> dict[str, Any]:
         """Everything the counts and signals depend on, as JSON-ready data (`restore` reads
         it back): a restored copy gives the same changes for the same observations."""

@@ -56,6 +56,7 @@ from loopguard_fleet.streams.processing.policy_switch import (
     load_switches,
     read_switch,
     switch_entry,
+    switch_offset,
 )
 from loopguard_fleet.streams.processing.stored import decode_stored, encode_stored
 from loopguard_fleet.streams.wire.codec import InputRejected, decode_object, encode, run_key
@@ -266,7 +267,7 @@ class RunDriver:
             return
         if not timeline.entries and self._base_document is not None:
             timeline.add(BEFORE_FIRST, self._base_entry(), self._base)
-        timeline.add(offset, obj, InForce(policy))
+        timeline.add(offset, obj, InForce(policy, switch_offset(obj)))
         if not self._offline:  # a worker reads on in offset order; a replay may look back
             timeline.trim(MAX_SWITCHES + 1)
         self._switched.add(partition)
@@ -425,10 +426,10 @@ class RunDriver:
                 applied = apply_event(state, ev, th, verdict, view)
                 obs = applied.observation
                 if obs is not None:
-                    fleet.contribute(partition, obs)
+                    fleet.contribute(partition, obs, in_force.windows)
                 if self._tool_health and is_call and ev.call is not None:
                     use = tool_use_of(ev.call, th, ev.run_id, state.agent_id, self.event_ms, obs)
-                    fleet.use(partition, use)
+                    fleet.use(partition, use, in_force.windows)
         except Exception as exc:  # the dead-letter policy: an engine bug costs one event
             log.exception("engine failed on run %s event %s", ev.run_id, ev.event_id)
             state.restore(saved)

@@ -21,10 +21,12 @@ signatures', by event time.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Final, Protocol
+from dataclasses import replace
+from typing import Any, Final, Literal, Protocol
 
 import orjson
 
+from loopguard_fleet.config.loopguard_section import MAX_WINDOW_SECONDS, MIN_RUNS
 from loopguard_fleet.detectors import JSON, Decision
 from loopguard_fleet.detectors.fleet import (
     FleetEvidence,
@@ -33,6 +35,7 @@ from loopguard_fleet.detectors.fleet import (
     FleetWindows,
     Observation,
     SignalChange,
+    WindowPolicy,
 )
 from loopguard_fleet.detectors.fleet.tools import ToolChange, ToolRatio, ToolUse, ToolWindows
 
@@ -43,6 +46,7 @@ __all__ = [
     "OrderedFleet",
     "observation_record",
     "parse_fleet_record",
+    "parse_window_policy",
     "signal_decision",
     "signal_key",
     "tick_record",
@@ -52,6 +56,9 @@ __all__ = [
 
 #: What a tool use's `bad` may be: not bad, or why (detectors/fleet/tools.py).
 BAD_KINDS: Final = (None, "error", "no_progress")
+
+#: The values a record's `windows` holds (`WindowPolicy`: at, window, minRuns, tool health's).
+WINDOW_POLICY_FIELDS: Final = 5
 
 #: How far behind the latest contribution the watermark stays: contributions up to this late
 #: (event time) are still counted in their window (docs/fleet.md).
@@ -136,13 +143,14 @@ class FleetStage(Protocol):
         `enabled` live; the windows stay the stage's)."""
         ...
 
-    def contribute(self, partition: int, obs: Observation) -> None:
-        """One tool_call's contribution, from an event of `partition`."""
+    def contribute(self, partition: int, obs: Observation, windows: WindowPolicy | None) -> None:
+        """One tool_call's contribution, from an event of `partition`, under the window
+        settings of the pushed policy in force there (None: the start-up policy's)."""
         ...
 
-    def use(self, partition: int, use: ToolUse) -> None:
-        """One tool_call's use of its tool, from an event of `partition` (tool health;
-        ignored when it is off)."""
+    def use(self, partition: int, use: ToolUse, windows: WindowPolicy | None) -> None:
+        """One tool_call's use of its tool, from an event of `partition`, as `contribute`
+        (tool health; ignored when it is off)."""
         ...
 
     def apply_record(self, partition: int, obj: dict[str, object]) -> bool:
@@ -175,6 +183,28 @@ class OrderedFleet:
         self.lateness_ms = lateness_ms
         self.firing: dict[str, FleetEvidence] = {}
         self._latest_ms: int | None = None
+        self.windows_at = -1  # the pushed policy whose window settings count (-1: start-up's)
+
+    def switch(self, windows: WindowPolicy | None) -> None:
+        """Count with a later pushed policy's window settings from here on (docs/fleet.md,
+        "Tuning"): another `minRuns` judges the open windows; another window length starts
+        the counts afresh at the watermark, firing signals carried."""
+        if windows is None or windows.at <= self.windows_at:
+            return
+        self.windows_at = windows.at
+        before, after = self.settings, windows.applied_to(self.settings)
+        self.settings = after
+        if after.window_seconds != before.window_seconds:
+            self.windows.resize(after.window_seconds)
+            if self.tools is not None:
+                self.tools.resize(after.window_seconds, self.windows.watermark_ms)
+            seconds = after.window_seconds
+            self.firing = {s: replace(e, window_seconds=seconds) for s, e in self.firing.items()}
+        if after.min_runs != before.min_runs:
+            self.windows.set_min_runs(after.min_runs)
+        if self.tools is not None:
+            self.tools.min_runs = after.tool_health.min_runs  # judged as each window closes
+            self.tools.error_ratio = after.tool_health.error_ratio
 
     def view(self, partition: int, ts_ms: int, settings: FleetSettings) -> FleetView:
         """What the engine reads of the fleet for an event at this event time, under the
@@ -221,12 +251,18 @@ class OrderedFleet:
             out.sort(key=_at_ms)  # stable: a signature's change first at one event time
         return out
 
-    def contribute(self, partition: int, obs: Observation) -> None:
-        """Count one contribution (late or past the cap: dropped and counted by the windows)."""
+    def contribute(self, partition: int, obs: Observation, windows: WindowPolicy | None) -> None:
+        """Count one contribution (late or past the cap: dropped and counted by the windows),
+        after switching to its window settings if they are a later policy's."""
+        if windows is not None:
+            self.switch(windows)
         self.windows.observe(obs)
 
-    def use(self, partition: int, use: ToolUse) -> None:
-        """Count one use of a tool (late or past a cap: dropped and counted by the windows)."""
+    def use(self, partition: int, use: ToolUse, windows: WindowPolicy | None) -> None:
+        """Count one use of a tool (late or past a cap: dropped and counted by the windows),
+        after switching as `contribute` does."""
+        if windows is not None:
+            self.switch(windows)
         if self.tools is not None:
             self.tools.observe(use, self.windows.watermark_ms)
 
@@ -244,10 +280,20 @@ class OrderedFleet:
                 for sig, e in sorted(self.firing.items())
             ],
             "tools": None if self.tools is None else self.tools.state(),
+            "switched": None if self.windows_at < 0 else self._window_policy(),
         }
+
+    def _window_policy(self) -> list[object]:
+        """The window settings switched to, as `state()` keeps them."""
+        return list(WindowPolicy.of(self.windows_at, self.settings))
 
     def restore(self, state: dict[str, Any]) -> bool:
         """Take what `state()` gave; False (nothing changed) when the windows refuse it."""
+        switched = parse_window_policy(state.get("switched"))
+        if switched is False:
+            return False
+        if switched is not None:  # the settings it counted with: the windows check them
+            self.switch(switched)
         if not self.windows.restore(state["windows"]):
             return False
         self._latest_ms = state["latest"]
@@ -262,9 +308,10 @@ class OrderedFleet:
         return True
 
 
-def observation_record(obs: Observation) -> dict[str, JSON]:
-    """A contribution as the fleet topic carries it (keyed by its signature)."""
-    return {
+def observation_record(obs: Observation, windows: WindowPolicy | None = None) -> dict[str, JSON]:
+    """A contribution as the fleet topic carries it (keyed by its signature), with the window
+    settings of the pushed policy it was made under, if any."""
+    record: dict[str, JSON] = {
         "type": "fleet_observation",
         "signature": obs.signature,
         "tool": obs.tool,
@@ -274,12 +321,15 @@ def observation_record(obs: Observation) -> dict[str, JSON]:
         "streak": obs.streak,
         "is_failure": obs.is_failure,
     }
+    if windows is not None:
+        record["windows"] = list(windows)
+    return record
 
 
-def tool_use_record(use: ToolUse) -> dict[str, JSON]:
+def tool_use_record(use: ToolUse, windows: WindowPolicy | None = None) -> dict[str, JSON]:
     """A tool use as the fleet topic carries it (keyed by its tool, as `signal_key` keys a
-    tool's signal)."""
-    return {
+    tool's signal), with its window settings as `observation_record`."""
+    record: dict[str, JSON] = {
         "type": "fleet_tool_use",
         "tool": use.tool,
         "run_id": use.run_id,
@@ -287,6 +337,27 @@ def tool_use_record(use: ToolUse) -> dict[str, JSON]:
         "ts": use.ts_ms,
         "bad": use.bad,
     }
+    if windows is not None:
+        record["windows"] = list(windows)
+    return record
+
+
+def parse_window_policy(raw: object) -> WindowPolicy | Literal[False] | None:
+    """A record's window settings (`observation_record`): None when it has none, False when
+    they are malformed."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or len(raw) != WINDOW_POLICY_FIELDS:
+        return False
+    at, seconds, min_runs, tool_min_runs, ratio = raw
+    ints = (at, seconds, min_runs, tool_min_runs)
+    if any(type(n) is not int for n in ints) or type(ratio) not in (int, float):
+        return False
+    if not 1 <= seconds <= MAX_WINDOW_SECONDS or min(min_runs, tool_min_runs) < MIN_RUNS:
+        return False  # what `loopguard policy check` refuses
+    if not 0 < ratio <= 1:
+        return False
+    return WindowPolicy(at, seconds, min_runs, tool_min_runs, float(ratio))
 
 
 def tick_record(ts_ms: int) -> dict[str, JSON]:
@@ -350,6 +421,13 @@ class FleetTask:
         parsed = parse_fleet_record(obj)
         if parsed is None:
             return None
+        switch: WindowPolicy | None = None
+        if not isinstance(parsed, int):
+            assert isinstance(obj, dict)  # parse_fleet_record read it as one
+            carried = parse_window_policy(obj.get("windows"))
+            if carried is False:
+                return None
+            switch = carried
         stage = self.partitions.get(partition)
         if stage is None:
             stage = self.partitions[partition] = OrderedFleet(self.settings)
@@ -358,13 +436,13 @@ class FleetTask:
         if isinstance(parsed, Observation):
             windows = stage.windows
             late, full = windows.dropped_late, windows.dropped_full
-            stage.contribute(partition, parsed)
+            stage.contribute(partition, parsed, switch)
             self.newly_dropped[0] += windows.dropped_late - late
             self.newly_dropped[1] += windows.dropped_full - full
         elif isinstance(parsed, ToolUse) and stage.tools is not None:
             tools = stage.tools
             late, full = tools.dropped_late, tools.dropped_full
-            stage.use(partition, parsed)
+            stage.use(partition, parsed, switch)
             self.newly_dropped[0] += tools.dropped_late - late
             self.newly_dropped[1] += tools.dropped_full - full
         return out

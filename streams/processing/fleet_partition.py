@@ -10,7 +10,13 @@ from typing import Final
 import orjson
 
 from loopguard_fleet.detectors import Decision
-from loopguard_fleet.detectors.fleet import FleetEvidence, FleetSettings, FleetView, Observation
+from loopguard_fleet.detectors.fleet import (
+    FleetEvidence,
+    FleetSettings,
+    FleetView,
+    Observation,
+    WindowPolicy,
+)
 from loopguard_fleet.detectors.fleet.tools import ToolUse
 
 __all__ = ["FIRING_KEY", "USES_HELD", "PartitionFleet"]
@@ -23,12 +29,19 @@ USES_HELD: Final = 100_000
 
 
 def _evidence(obj: dict[str, object], window_seconds: int) -> FleetEvidence | None:
-    """The evidence of a `fleet_signal` firing record, None when a field is malformed."""
+    """The evidence of a `fleet_signal` firing record, None when a field is malformed; its
+    window's length is the record's (a pushed policy may have changed it), else
+    `window_seconds`."""
     sid, runs, agents, failure = (obj.get(k) for k in ("signal_id", "runs", "agents", "is_failure"))
     if not isinstance(sid, str) or type(runs) is not int or type(agents) is not int:
         return None
     if type(failure) is not bool:
         return None
+    window = obj.get("window")
+    if isinstance(window, dict):
+        start, end = window.get("start_ms"), window.get("end_ms")
+        if type(start) is int and type(end) is int and end - start >= 1000:
+            window_seconds = (end - start) // 1000
     return FleetEvidence(sid, runs, agents, window_seconds, failure)
 
 
@@ -42,10 +55,11 @@ class PartitionFleet:
         self.firing: dict[int, dict[str, FleetEvidence]] = {}
         # What waits for the agent, each with the input partition of the event it came from
         # (under exactly-once it is sent in that partition's transaction).
-        self.contributions: list[tuple[int, Observation]] = []
+        # and the window settings of the pushed policy in force there (None: the start-up's).
+        self.contributions: list[tuple[int, Observation, WindowPolicy | None]] = []
         self.latest_ms: int | None = None  # the largest event time seen (the fleet's ticks)
         self.latest_partition = 0  # the partition of the event that moved it
-        self.uses: list[tuple[int, ToolUse]] = []
+        self.uses: list[tuple[int, ToolUse, WindowPolicy | None]] = []
         # (run, tool) → the half-window bucket of its last healthy use sent: a run calling a
         # tool many times sends one healthy use per bucket (a bad one is sent each time).
         self._sent: dict[tuple[str, str], int] = {}
@@ -63,30 +77,31 @@ class PartitionFleet:
         settings of the policy in force there (`settings`: its early rule and `enabled`)."""
         return FleetView(settings, self.firing.get(partition, {}), ts_ms)
 
-    def contribute(self, partition: int, obs: Observation) -> None:
+    def contribute(self, partition: int, obs: Observation, windows: WindowPolicy | None) -> None:
         """Hold a contribution until the agent sends the batch's (`take`)."""
-        self.contributions.append((partition, obs))
+        self.contributions.append((partition, obs, windows))
 
-    def take(self) -> list[tuple[int, Observation]]:
+    def take(self) -> list[tuple[int, Observation, WindowPolicy | None]]:
         """The contributions held since the last call."""
         out, self.contributions = self.contributions, []
         return out
 
-    def use(self, partition: int, use: ToolUse) -> None:
+    def use(self, partition: int, use: ToolUse, windows: WindowPolicy | None) -> None:
         """Hold a tool use for the agent to send (`take_uses`), unless tool health is off or
         the run's healthy use of the tool in this bucket was sent already."""
         if not self.settings.tool_health.enabled:
             return
         if use.bad is None:
-            key, bucket = (use.run_id, use.tool), use.ts_ms - use.ts_ms % self._hop_ms
+            hop = self._hop_ms if windows is None else windows.window_seconds * 500
+            key, bucket = (use.run_id, use.tool), use.ts_ms - use.ts_ms % hop
             if self._sent.get(key) == bucket:
                 return
             if len(self._sent) >= USES_HELD:
                 self._sent.clear()
             self._sent[key] = bucket
-        self.uses.append((partition, use))
+        self.uses.append((partition, use, windows))
 
-    def take_uses(self) -> list[tuple[int, ToolUse]]:
+    def take_uses(self) -> list[tuple[int, ToolUse, WindowPolicy | None]]:
         """The tool uses held since the last call."""
         out, self.uses = self.uses, []
         return out

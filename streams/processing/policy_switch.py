@@ -24,6 +24,7 @@ from loopguard_fleet.config import Policy, load_policy
 from loopguard_fleet.config.policy_record import encode_policy_record
 from loopguard_fleet.config.policy_schema import PolicyError
 from loopguard_fleet.detectors import Thresholds
+from loopguard_fleet.detectors.fleet import WindowPolicy
 from loopguard_fleet.streams.wire.codec import InputRejected
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "read_switch",
     "switch_at",
     "switch_entry",
+    "switch_offset",
 ]
 
 log = logging.getLogger(__name__)
@@ -175,15 +177,24 @@ def follows(obj: Mapping[str, Any], policy_topic: str | None) -> bool:
     return policy_topic is not None and policy_topic in (EVERY_POLICY_TOPIC, source)
 
 
+def switch_offset(obj: Mapping[str, Any]) -> int:
+    """The policy-topic offset a switch record names (BEFORE_FIRST: the start-up policy's)."""
+    at = obj.get("policy_offset")
+    return at if type(at) is int else BEFORE_FIRST
+
+
 class InForce:
-    """A policy deciding an input partition, with its thresholds per agent cached."""
+    """A policy deciding an input partition, with its thresholds per agent cached, and, for
+    a pushed one (`at`: its policy-topic offset), the window settings its fleet contributions
+    carry to the fleet task (None for the start-up policy: the task's own)."""
 
-    __slots__ = ("policy", "thresholds", "tuned")
+    __slots__ = ("policy", "thresholds", "tuned", "windows")
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, at: int = BEFORE_FIRST) -> None:
         self.policy = policy
         self.thresholds: dict[str | None, Thresholds] = {}
         self.tuned = policy.has_tool_tuning
+        self.windows = WindowPolicy.of(at, policy.fleet) if at > BEFORE_FIRST else None
 
     def for_agent(self, agent_id: str | None) -> Thresholds:
         """An agent's thresholds (cached)."""
@@ -218,7 +229,7 @@ class SwitchTimeline:
     def _read(self, obj: dict[str, Any], where: str) -> InForce:
         """A stored switch's policy; the base when it cannot be read (logged)."""
         try:
-            return InForce(read_switch(obj, self._base.policy))
+            return InForce(read_switch(obj, self._base.policy), switch_offset(obj))
         except InputRejected:
             log.exception("dropping an unreadable stored policy switch of %s", where)
             return self._base

@@ -183,11 +183,11 @@ class FleetLink:
         """Send the contributions held since the last batch, and a tick if time moved; the
         next checkpoint waits for their delivery."""
         stage = self.stage
-        for source, obs in stage.take():
-            self._emit(source, obs.signature.encode(), encode(observation_record(obs)))
-        for source, use in stage.take_uses():  # keyed by tool: one fleet task judges each tool
+        for source, obs, windows in stage.take():
+            self._emit(source, obs.signature.encode(), encode(observation_record(obs, windows)))
+        for source, use, windows in stage.take_uses():  # keyed by tool: one task judges a tool
             key = signal_key({"kind": "tool", "tool": use.tool})
-            self._emit(source, key, encode(tool_use_record(use)))
+            self._emit(source, key, encode(tool_use_record(use, windows)))
         latest, ticked = stage.latest_ms, self.ticked_ms
         if latest is not None and (ticked is None or latest >= ticked + TICK_EVERY_MS):
             self.ticked_ms = latest

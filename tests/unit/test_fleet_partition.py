@@ -51,9 +51,9 @@ def test_a_malformed_signal_record_is_refused(bad: dict[str, Any]) -> None:
 
 def test_contributions_are_held_until_taken_and_event_time_is_the_latest() -> None:
     stage = PartitionFleet(ON)
-    stage.contribute(2, OBS)
+    stage.contribute(2, OBS, None)
     assert stage.advance(0, 5_000) == [] and stage.advance(1, 3_000) == []
-    assert (stage.take(), stage.take(), stage.latest_ms) == ([(2, OBS)], [], 5_000)
+    assert (stage.take(), stage.take(), stage.latest_ms) == ([(2, OBS, None)], [], 5_000)
     assert stage.latest_partition == 0  # the partition whose event moved it
 
 

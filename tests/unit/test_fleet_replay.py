@@ -211,7 +211,7 @@ def _early(out: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
 
 def test_a_pushed_policy_switches_the_early_rule_and_the_contributions() -> None:
     # A worker started with early warnings; a policy switch read before the outage makes them
-    # blocks, as a worker started with blocks decides. The windows stay the stage's.
+    # blocks, as a worker started with blocks decides.
     warn = {"tools": ON, "loopguard": {"fleet": {**FLEET, "earlyAction": "warn"}}}
     block = {"tools": ON, "loopguard": {"fleet": FLEET}}
     off = {"tools": ON, "loopguard": {"fleet": {**FLEET, "enabled": False}}}

@@ -170,18 +170,18 @@ def test_a_worker_sends_one_healthy_use_per_run_tool_and_bucket_and_every_bad_on
     on = FleetSettings(enabled=True, window_seconds=10, tool_health=ToolHealthSettings(True))
     stage = PartitionFleet(on)
     for n in range(4):
-        stage.use(0, ToolUse("read", "r1", None, T0 + 100 * n))
-    stage.use(0, ToolUse("read", "r1", None, T0 + 5_000))  # the next bucket
-    stage.use(0, ToolUse("read", "r1", None, T0 + 5_100, "error"))
-    stage.use(0, ToolUse("read", "r1", None, T0 + 5_200, "error"))
-    assert [(u.ts_ms, u.bad) for _, u in stage.take_uses()] == [
+        stage.use(0, ToolUse("read", "r1", None, T0 + 100 * n), None)
+    stage.use(0, ToolUse("read", "r1", None, T0 + 5_000), None)  # the next bucket
+    stage.use(0, ToolUse("read", "r1", None, T0 + 5_100, "error"), None)
+    stage.use(0, ToolUse("read", "r1", None, T0 + 5_200, "error"), None)
+    assert [(u.ts_ms, u.bad) for _, u, _ in stage.take_uses()] == [
         (T0, None),
         (T0 + 5_000, None),
         (T0 + 5_100, "error"),
         (T0 + 5_200, "error"),
     ]
     off = PartitionFleet(FleetSettings(enabled=True))
-    off.use(0, ToolUse("read", "r1", None, T0))
+    off.use(0, ToolUse("read", "r1", None, T0), None)
     assert off.take_uses() == []
 
 

@@ -16,6 +16,11 @@ events with `want_verdict: true` (run = i mod 1000); a group-less consumer on th
 matches answers by tool_call_id. `--background-load N` starts N busy processes of its own for
 the whole measurement. Every child is stopped by PID. Per-window lines (with the 1-minute load
 average) on stderr, one JSON line per figure on stdout.
+
+Where the worker's time goes: before and after each worker window the bench reads the
+worker's `/metrics`, and each window's line gives the p50 and p99 of every verdict stage
+(`loopguard_verdict_stage_seconds`: wait, engine, send, ack) from the histogram's increase,
+as the bucket bound the quantile falls in; the JSON lines carry them per window.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -53,6 +59,7 @@ from loopguard_fleet.streams.embedded.child import free_port  # noqa: E402
 from loopguard_fleet.streams.embedded.processes import stop_process  # noqa: E402
 from loopguard_fleet.streams.kafka.admin import create_topics  # noqa: E402
 from loopguard_fleet.streams.kafka.security import ClientSecurity  # noqa: E402
+from loopguard_fleet.streams.processing.metrics import VERDICT_STAGES  # noqa: E402
 
 PARTITIONS = 4
 RUNS = 1000
@@ -70,6 +77,8 @@ class Probe:
         self.bootstrap, self.source, self.answers = bootstrap, source, answers
         self.options = options or {}
         self.fetch_wait_ms = fetch_wait_ms
+        self.metrics_url: str | None = None  # the worker's /metrics (none for the relay)
+        self.stages: list[dict[str, dict[str, float | None]]] = []  # per window
         self.sent: dict[str, float] = {}
         self.latencies: list[float] = []
         self.seqs = [0] * RUNS
@@ -130,7 +139,16 @@ class Probe:
         return run_id.encode(), orjson.dumps(event), tcid
 
     async def window(self, seconds: float) -> list[float]:
-        """Send at RATE for `seconds`, wait for the stragglers; the window's latencies."""
+        """Send at RATE for `seconds`, wait for the stragglers; the window's latencies (and,
+        for the worker, its verdict stages in `stages`)."""
+        before = await _scrape(self.metrics_url)
+        latencies = await self._window(seconds)
+        after = await _scrape(self.metrics_url)
+        if self.metrics_url is not None:
+            self.stages.append(stage_quantiles(before, after))
+        return latencies
+
+    async def _window(self, seconds: float) -> list[float]:
         self.latencies = []
         self.sent.clear()
         loop = asyncio.get_running_loop()
@@ -169,7 +187,7 @@ async def _ready(probe: Probe, proc: subprocess.Popen[bytes], log: Path) -> None
     while loop.time() < end:
         if proc.poll() is not None:
             raise RuntimeError(f"child exited, see {log}")
-        if any(x != float("inf") for x in await probe.window(0.05)):
+        if any(x != float("inf") for x in await probe._window(0.05)):
             return
     raise RuntimeError(f"no answer within 60 s, see {log}")
 
@@ -199,6 +217,52 @@ def background_load(n: int) -> Iterator[list[subprocess.Popen[bytes]]]:
     finally:
         for proc in busy:
             _stop(proc)
+
+
+Buckets = dict[str, list[tuple[float, float]]]  # stage -> cumulative (upper bound s, count)
+
+
+async def _scrape(url: str | None) -> Buckets:
+    """The verdict stages' cumulative buckets from a worker's /metrics ({} without a url)."""
+    if url is None:
+        return {}
+
+    def read() -> str:
+        with urllib.request.urlopen(url, timeout=5) as resp:  # 127.0.0.1 only
+            return str(resp.read().decode())
+
+    return stage_buckets(await asyncio.to_thread(read))
+
+
+def stage_buckets(text: str) -> Buckets:
+    """Each verdict stage's cumulative histogram buckets in a Prometheus text exposition."""
+    out: Buckets = {}
+    prefix = "loopguard_verdict_stage_seconds_bucket{"
+    for line in text.splitlines():
+        if not line.startswith(prefix):
+            continue
+        labels, value = line[len(prefix) :].rsplit("} ", 1)
+        fields = dict(item.split("=", 1) for item in labels.split(","))
+        stage, bound = fields["stage"].strip('"'), fields["le"].strip('"')
+        out.setdefault(stage, []).append((float(bound), float(value)))
+    return out
+
+
+def stage_quantiles(before: Buckets, after: Buckets) -> dict[str, dict[str, float | None]]:
+    """Per stage, the p50 and p99 (ms, as the upper bound of their bucket) of what was
+    observed between two scrapes; None where nothing was."""
+    out: dict[str, dict[str, float | None]] = {}
+    for stage in VERDICT_STAGES:
+        was = dict(before.get(stage, []))
+        grown = [(bound, n - was.get(bound, 0.0)) for bound, n in after.get(stage, [])]
+        total = grown[-1][1] if grown else 0.0
+        out[stage] = {
+            f"p{int(q * 100)}": next(
+                (round(b * 1000, 3) for b, n in grown if n >= q * total), None
+            ) if total else None
+            for q in (0.5, 0.99)
+        }  # fmt: skip
+    return out
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -264,7 +328,8 @@ async def _bench(args: argparse.Namespace, workdir: Path) -> None:
                     w.append(await worker.window(window))
                     r.append(await relay.window(window))
                     load.append(round(os.getloadavg()[0], 2))
-            _report(wait, w, r, args.broker, load, args.background_load)
+                stages = worker.stages[-runs:]
+            _report(wait, w, r, args.broker, load, args.background_load, stages)
 
 
 @contextlib.asynccontextmanager
@@ -301,12 +366,14 @@ async def _side(
         f"{side}-{tag}", cmd, env, broker.bootstrap, source, answers, wait, workdir,
         client_options(broker),
     ) as probe:  # fmt: skip
+        if side == "worker":
+            probe.metrics_url = f"http://127.0.0.1:{env['LOOPGUARD_WEB_PORT']}/metrics"
         yield probe
 
 
 def _report(
     wait: int, w: list[list[float]], r: list[list[float]], broker: str, load: list[float],
-    background: int,
+    background: int, stages: list[dict[str, dict[str, float | None]]],
 ) -> None:  # fmt: skip
     """Per-window lines on stderr, one JSON line per figure on stdout."""
     for i, (wl, rl) in enumerate(zip(w, r, strict=True)):
@@ -318,6 +385,9 @@ def _report(
             f"{_pct(wl, 0.99) / max(_pct(rl, 0.99), 1e-9):.2f}; load {load[i]}",
             file=sys.stderr,
         )
+        if i < len(stages):
+            line = ", ".join(f"{s} {q['p50']} / {q['p99']}" for s, q in stages[i].items())
+            print(f"#   worker stages p50 / p99 ms: {line}", file=sys.stderr)
     ratios = [_pct(wl, 0.99) / max(_pct(rl, 0.99), 1e-9) for wl, rl in zip(w, r, strict=True)]
     lost = {
         "lost_per_run": _lost(w),
@@ -327,6 +397,7 @@ def _report(
         "loadavg_1m_per_window": load,
         # The target's tail check: no window's p99 above 3 x the relay's in the same window.
         "window_p99_ratios": [None if x == float("inf") else round(x, 2) for x in ratios],
+        "worker_stages_ms_per_window": stages,
     }
     for fig, q in (("verdict_p50_ms", 0.5), ("verdict_p99_ms", 0.99)):
         print(_figure(fig, wait, [_pct(x, q) for x in w], [_pct(x, q) for x in r], **lost))

@@ -11,13 +11,28 @@ import threading
 from bisect import bisect_left
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-__all__ = ["CONTENT_TYPE_LATEST", "EVENT_TYPES", "Metrics", "PerEventHistogram"]
+__all__ = [
+    "CONTENT_TYPE_LATEST",
+    "EVENT_TYPES",
+    "VERDICT_STAGES",
+    "Metrics",
+    "PerEventHistogram",
+]
+
+#: The stages of a verdict's way through the worker, as `loopguard_verdict_stage_seconds`
+#: times them (docs/performance.md, "Where a verdict's time goes").
+VERDICT_STAGES = ("wait", "engine", "send", "ack")
+# A verdict takes milliseconds end to end: buckets from 50 µs, fine up to 25 ms.
+_STAGE_BUCKETS = (
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.0075,
+    0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+)  # fmt: skip
 
 EVENT_TYPES = ("tool_call", "tool_result", "compaction", "run_end")
 
@@ -183,6 +198,17 @@ class Metrics:
             _PROCESSING_BUCKETS,
         )
         r.register(self.processing_seconds)
+        stages = Histogram(
+            "loopguard_verdict_stage_seconds",
+            "Per batch that holds a verdict, the time in each stage: wait (the oldest record's "
+            "producer timestamp to the batch's start: produce, fetch, Faust's queue), engine "
+            "(deciding the batch), send (handing its control batches to the producer), ack "
+            "(to the broker's acknowledgement; at-least-once only).",
+            ["stage"],
+            buckets=_STAGE_BUCKETS,
+            registry=r,
+        )
+        self._stages = [stages.labels(stage=s) for s in VERDICT_STAGES]
         self._events_by_type = {t: self.events.labels(type=t) for t in EVENT_TYPES}
         self._detections: dict[tuple[str, str, str], Counter] = {}
         self._commands: dict[str, Counter] = {}
@@ -230,6 +256,17 @@ class Metrics:
             self.otlp_spans_ignored.labels(reason="other_kind").inc(other_kind)
         if duplicate:
             self.otlp_spans_ignored.labels(reason="duplicate").inc(duplicate)
+
+    def observe_verdict_batch(self, wait: float, engine: float, send: float) -> None:
+        """Time the first stages of a batch that holds a verdict (seconds each)."""
+        stages = self._stages
+        stages[0].observe(wait)
+        stages[1].observe(engine)
+        stages[2].observe(send)
+
+    def observe_verdict_ack(self, seconds: float) -> None:
+        """Time a verdict batch's wait for the broker's acknowledgement."""
+        self._stages[3].observe(seconds)
 
     def observe_batch(self, seconds: float, events: int) -> None:
         """Record a batch's time as `events` observations of its per-event mean."""

@@ -14,6 +14,7 @@ of the decisions it produced (docs/reliability.md).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from aiokafka.partitioner import murmur2
@@ -39,6 +40,10 @@ class Outbox(Protocol):
 
     def add(self, key: bytes, value: bytes) -> None: ...
     async def send(self, *, urgent: bool) -> None: ...
+    def sent_last(self) -> Sequence[asyncio.Future[Any]]:
+        """The delivery futures of the last `send` (none where it does not send)."""
+        ...
+
     def delivery(self) -> Delivery: ...
     async def wait_delivered(self) -> None: ...
 
@@ -88,6 +93,10 @@ class FaustOutbox:
         if urgent:
             await self._w.app.producer.flush()
 
+    def sent_last(self) -> Sequence[asyncio.Future[Any]]:
+        """Faust's buffer gives no future per batch: nothing to time."""
+        return ()
+
     def delivery(self) -> Delivery:
         return _Flush(self._w.app)
 
@@ -105,6 +114,7 @@ class BatchOutbox:
         self._pending: dict[int, list[tuple[bytes, bytes]]] = {}
         self._partition_of: dict[bytes, int] = {}
         self._inflight: list[asyncio.Future[Any]] = []
+        self._sent_last: list[asyncio.Future[Any]] = []
 
     def add(self, key: bytes, value: bytes) -> None:
         """Queue one message for the next `send()` (keyed like Kafka's default partitioner)."""
@@ -127,6 +137,7 @@ class BatchOutbox:
         app.py) like any record, so `urgent` (a verdict inside) needs nothing more.
         """
         del urgent
+        self._sent_last = []
         if not self._pending:
             return
         producer = decisions_producer(self._app)
@@ -143,7 +154,12 @@ class BatchOutbox:
             batch.close()
             self._track(await producer.send_batch(batch, topic, partition=partition))
 
+    def sent_last(self) -> Sequence[asyncio.Future[Any]]:
+        """The delivery futures of the batches the last `send` handed over."""
+        return self._sent_last
+
     def _track(self, fut: asyncio.Future[Any]) -> None:
+        self._sent_last.append(fut)
         inflight = self._inflight
         inflight.append(fut)
         if len(inflight) > 256:  # drop the delivered ones; failures stay until checked

@@ -31,7 +31,7 @@ import asyncio
 import gc
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from time import perf_counter
+from time import perf_counter, time
 from typing import Any
 
 from loopguard_fleet.config import Policy
@@ -142,6 +142,7 @@ class RunProcessor:
         raises for bad input or engine bugs."""
         async with self._lock:
             started = perf_counter()
+            wall = time()
             read_to = self.gate.read_to
             held = 0
             for event in events:  # the last event of each partition routes its table access
@@ -152,8 +153,26 @@ class RunProcessor:
             has_verdict = self.driver.apply(messages_of(events))
             if self.fleet_link is not None:
                 await self.fleet_link.send()
+            decided = perf_counter()
             await self._outbox.send(urgent=has_verdict)
-            self._metrics.observe_batch(perf_counter() - started, held)
+            sent = perf_counter()
+            self._metrics.observe_batch(sent - started, held)
+            if has_verdict:  # where a verdict's time goes (docs/performance.md)
+                self._time_verdict(events, wall, decided - started, sent - decided, sent)
+
+    def _time_verdict(
+        self, events: Sequence[Any], wall: float, engine: float, send: float, sent: float
+    ) -> None:
+        """Observe a verdict batch's stages; its acknowledgement's when it comes."""
+        stamps = [t for event in events if (t := event.message.timestamp) is not None]
+        wait = max(0.0, wall - min(stamps)) if stamps else 0.0
+        metrics = self._metrics
+        metrics.observe_verdict_batch(wait, engine, send)
+        futures = self._outbox.sent_last()
+        if futures:
+            futures[-1].add_done_callback(
+                lambda _: metrics.observe_verdict_ack(perf_counter() - sent)
+            )
 
     async def before_commit(self) -> Mapping[InputPartition, int]:
         """Checkpoint: outputs delivered, then every changed run's state written once.

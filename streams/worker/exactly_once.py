@@ -29,6 +29,7 @@ tests/chaos/test_fleet_outage.py).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from loopguard_fleet.streams.worker.commit_gate import InputPartition, Transactional
@@ -63,6 +64,10 @@ class TransactionalOutbox:
     async def send(self, *, urgent: bool) -> None:
         """Nothing before the checkpoint, verdicts included (see the module docstring)."""
         del urgent
+
+    def sent_last(self) -> Sequence[asyncio.Future[Any]]:
+        """Nothing is sent before the checkpoint."""
+        return ()
 
     def delivery(self) -> _Queued:
         """At the checkpoint: queue every held decision in Faust's producer buffer.

@@ -167,13 +167,17 @@ async def test_a_want_verdict_call_gets_its_verdict(
 ) -> None:
     run = Run("asks")
     run.call("read", {"path": "/a"}, _text("a"), want=True)
-    start_worker()
+    worker = start_worker()
     await produce(kafka.bootstrap, [(topics.tool_calls, b"asks", orjson.dumps(run.events[0]))])
     got = await kafka.consume_count(topics.control, 1, deadline=60)
 
     assert [(m.key, m.json["type"], m.json["decision"], m.json["tool_call_id"]) for m in got] == [
         (b"asks", "verdict", "allow", "asks-c1")
     ]
+    # Its batch's way through the worker, stage by stage (docs/performance.md).
+    count = 'loopguard_verdict_stage_seconds_count{stage="%s"} 1.0'
+    body = await worker.wait_until("/metrics", lambda b: count % "ack" in b, 20)
+    assert all(count % stage in body for stage in ("wait", "engine", "send"))
 
 
 def _malformed(i: int) -> tuple[str, bytes | None, bytes]:

@@ -38,6 +38,7 @@ EXPORTED_METRICS: dict[str, str] = {
     "loopguard_runs_cached": "gauge",
     "loopguard_runs_packed": "gauge",
     "loopguard_processing_seconds": "histogram",
+    "loopguard_verdict_stage_seconds": "histogram",
     "loopguard_policy_info": "gauge",
     "loopguard_fleet_signatures_firing": "gauge",
     "loopguard_fleet_signals": "counter",
@@ -75,6 +76,10 @@ EXPORTED_LABELS: dict[str, dict[str, frozenset[str] | None]] = {
     "loopguard_runs_cached": {},
     "loopguard_runs_packed": {},
     "loopguard_processing_seconds": {"le": None},
+    "loopguard_verdict_stage_seconds": {
+        "stage": frozenset({"wait", "engine", "send", "ack"}),
+        "le": None,
+    },
     "loopguard_policy_info": {"version": None},
     "loopguard_fleet_signatures_firing": {},
     "loopguard_fleet_signals": {"state": frozenset({"firing", "resolved"})},

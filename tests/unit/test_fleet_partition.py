@@ -10,7 +10,12 @@ import pytest
 
 from loopguard_fleet.config import load_policy
 from loopguard_fleet.detectors import RunState, Thresholds, ToolCall, process_event
-from loopguard_fleet.detectors.fleet import FleetSettings, Observation, signature_of_call
+from loopguard_fleet.detectors.fleet import (
+    FleetSettings,
+    Observation,
+    WindowPolicy,
+    signature_of_call,
+)
 from loopguard_fleet.streams.audit.replay import MemoryOutputs, MemoryStore
 from loopguard_fleet.streams.processing import DriverLimits, RunDriver
 from loopguard_fleet.streams.processing.fleet import (
@@ -20,6 +25,7 @@ from loopguard_fleet.streams.processing.fleet import (
 )
 from loopguard_fleet.streams.processing.fleet_partition import PartitionFleet
 from loopguard_fleet.streams.processing.metrics import Metrics
+from loopguard_fleet.streams.processing.policy_switch import SWITCH_KEY, encode_switch
 from loopguard_fleet.streams.wire.codec import run_key
 from tests.wire import InputRecord, RunScript
 
@@ -131,3 +137,23 @@ def failing_reads(run_id: str) -> list[dict[str, Any]]:
     """Four failing reads of /x by one run."""
     run = RunScript(run_id)
     return [e for _ in range(4) for e in run.both("read", {"path": "/x"}, error="ENOENT")]
+
+
+def test_contributions_carry_the_window_settings_of_the_pushed_policy_in_force() -> None:
+    stage = PartitionFleet(ON)
+    limits = DriverLimits(1_048_576, 256, run_idle_ttl_ms=0, run_cache_idle_ms=0)
+    d = RunDriver(
+        load_policy(POLICY), limits, MemoryStore(), MemoryOutputs(), Metrics(), fleet=stage,
+        follows="p",
+    )  # fmt: skip
+    tuned = {**POLICY, "loopguard": {"fleet": {**ON.to_doc(), "windowSeconds": 60, "minRuns": 3}}}
+    switch = encode_switch(load_policy(tuned).version, tuned, "p", 41)  # policy-topic offset 41
+    d.apply([InputRecord("tool-calls", 1, 0, None, SWITCH_KEY, switch)])
+    for partition, run_id in ((1, "r1"), (0, "r0")):  # switched on partition 1 only
+        events = failing_reads(run_id)
+        d.apply([InputRecord("tool-calls", partition, n + 1, None, run_key(run_id),
+                             orjson.dumps(e)) for n, e in enumerate(events)])  # fmt: skip
+    taken = stage.take()
+    assert {(p, w) for p, _, w in taken} == {(1, WindowPolicy(41, 60, 3, 10, 0.5)), (0, None)}
+    _, obs, windows = next(c for c in taken if c[0] == 1)
+    assert observation_record(obs, windows)["windows"] == [41, 60, 3, 10, 0.5]  # what is sent

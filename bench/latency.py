@@ -19,7 +19,7 @@ average) on stderr, one JSON line per figure on stdout.
 
 Where the worker's time goes: before and after each worker window the bench reads the
 worker's `/metrics`, and each window's line gives the p50 and p99 of every verdict stage
-(`loopguard_verdict_stage_seconds`: wait, engine, send, ack) from the histogram's increase,
+(`loopguard_verdict_stage_seconds`: fetch, queue, engine, send, ack) from the histogram's increase,
 as the bucket bound the quantile falls in; the JSON lines carry them per window.
 """
 

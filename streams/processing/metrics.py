@@ -27,7 +27,7 @@ __all__ = [
 
 #: The stages of a verdict's way through the worker, as `loopguard_verdict_stage_seconds`
 #: times them (docs/performance.md, "Where a verdict's time goes").
-VERDICT_STAGES = ("wait", "engine", "send", "ack")
+VERDICT_STAGES = ("fetch", "queue", "engine", "send", "ack")
 # A verdict takes milliseconds end to end: buckets from 50 µs, fine up to 25 ms.
 _STAGE_BUCKETS = (
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.0075,
@@ -200,8 +200,9 @@ class Metrics:
         r.register(self.processing_seconds)
         stages = Histogram(
             "loopguard_verdict_stage_seconds",
-            "Per batch that holds a verdict, the time in each stage: wait (the oldest record's "
-            "producer timestamp to the batch's start: produce, fetch, Faust's queue), engine "
+            "Per batch that holds a verdict, the time in each stage of its oldest record: fetch "
+            "(its producer timestamp to the return of the fetch that brought it: produce, "
+            "broker, fetch), queue (to the batch's start: Faust's queue to the agent), engine "
             "(deciding the batch), send (handing its control batches to the producer), ack "
             "(to the broker's acknowledgement; at-least-once only).",
             ["stage"],
@@ -257,16 +258,17 @@ class Metrics:
         if duplicate:
             self.otlp_spans_ignored.labels(reason="duplicate").inc(duplicate)
 
-    def observe_verdict_batch(self, wait: float, engine: float, send: float) -> None:
+    def observe_verdict_batch(self, fetch: float, queue: float, engine: float, send: float) -> None:
         """Time the first stages of a batch that holds a verdict (seconds each)."""
         stages = self._stages
-        stages[0].observe(wait)
-        stages[1].observe(engine)
-        stages[2].observe(send)
+        stages[0].observe(fetch)
+        stages[1].observe(queue)
+        stages[2].observe(engine)
+        stages[3].observe(send)
 
     def observe_verdict_ack(self, seconds: float) -> None:
         """Time a verdict batch's wait for the broker's acknowledgement."""
-        self._stages[3].observe(seconds)
+        self._stages[4].observe(seconds)
 
     def observe_batch(self, seconds: float, events: int) -> None:
         """Record a batch's time as `events` observations of its per-event mean."""

@@ -31,7 +31,7 @@ import asyncio
 import gc
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from time import perf_counter, time
+from time import monotonic, perf_counter, time
 from typing import Any
 
 from loopguard_fleet.config import Policy
@@ -142,7 +142,7 @@ class RunProcessor:
         raises for bad input or engine bugs."""
         async with self._lock:
             started = perf_counter()
-            wall = time()
+            wall, mono = time(), monotonic()
             read_to = self.gate.read_to
             held = 0
             for event in events:  # the last event of each partition routes its table access
@@ -158,16 +158,29 @@ class RunProcessor:
             sent = perf_counter()
             self._metrics.observe_batch(sent - started, held)
             if has_verdict:  # where a verdict's time goes (docs/performance.md)
-                self._time_verdict(events, wall, decided - started, sent - decided, sent)
+                self._time_verdict(events, (wall, mono), decided - started, sent - decided, sent)
 
     def _time_verdict(
-        self, events: Sequence[Any], wall: float, engine: float, send: float, sent: float
+        self,
+        events: Sequence[Any],
+        start: tuple[float, float],
+        engine: float,
+        send: float,
+        sent: float,
     ) -> None:
-        """Observe a verdict batch's stages; its acknowledgement's when it comes."""
-        stamps = [t for event in events if (t := event.message.timestamp) is not None]
-        wait = max(0.0, wall - min(stamps)) if stamps else 0.0
+        """Observe a verdict batch's stages (`start`: its wall and monotonic time), its
+        acknowledgement's when it comes. The fetch's time is the monotonic stamp the drain
+        loop gives each message (streams/worker/faust/drain.py)."""
+        wall, mono = start
+        stamped = [(m.timestamp, m.time_in) for e in events if (m := e.message).timestamp]
+        fetch = queue = 0.0
+        if stamped:
+            ts, fetched = min(stamped, key=_first)  # the oldest record
+            waited = max(0.0, wall - ts)
+            queue = waited if fetched is None else min(waited, max(0.0, mono - fetched))
+            fetch = waited - queue
         metrics = self._metrics
-        metrics.observe_verdict_batch(wait, engine, send)
+        metrics.observe_verdict_batch(fetch, queue, engine, send)
         futures = self._outbox.sent_last()
         if futures:
             futures[-1].add_done_callback(
@@ -273,6 +286,10 @@ class RunProcessor:
         self.gate.forget(partitions)
         for tp in [tp for tp in self._limits if tp[1] in partitions]:
             del self._limits[tp]
+
+
+def _first(pair: tuple[float, float | None]) -> float:
+    return pair[0]
 
 
 def freeze_startup_heap() -> None:

@@ -77,7 +77,7 @@ EXPORTED_LABELS: dict[str, dict[str, frozenset[str] | None]] = {
     "loopguard_runs_packed": {},
     "loopguard_processing_seconds": {"le": None},
     "loopguard_verdict_stage_seconds": {
-        "stage": frozenset({"wait", "engine", "send", "ack"}),
+        "stage": frozenset({"fetch", "queue", "engine", "send", "ack"}),
         "le": None,
     },
     "loopguard_policy_info": {"version": None},

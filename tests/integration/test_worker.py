@@ -177,7 +177,7 @@ async def test_a_want_verdict_call_gets_its_verdict(
     # Its batch's way through the worker, stage by stage (docs/performance.md).
     count = 'loopguard_verdict_stage_seconds_count{stage="%s"} 1.0'
     body = await worker.wait_until("/metrics", lambda b: count % "ack" in b, 20)
-    assert all(count % stage in body for stage in ("wait", "engine", "send"))
+    assert all(count % stage in body for stage in ("fetch", "queue", "engine", "send"))
 
 
 def _malformed(i: int) -> tuple[str, bytes | None, bytes]:

@@ -9,18 +9,19 @@ from loopguard_fleet.streams.processing.metrics import Metrics
 
 def test_a_window_s_stage_quantiles_come_from_the_increase_between_two_scrapes() -> None:
     metrics = Metrics()
-    metrics.observe_verdict_batch(0.2, 0.0001, 0.00005)  # before the window: not counted
+    metrics.observe_verdict_batch(0.2, 0.1, 0.0001, 0.00005)  # before the window: not counted
     before = stage_buckets(metrics.render().decode())
     for _ in range(99):
-        metrics.observe_verdict_batch(0.004, 0.0002, 0.00005)
+        metrics.observe_verdict_batch(0.004, 0.0004, 0.0002, 0.00005)
         metrics.observe_verdict_ack(0.0012)
-    metrics.observe_verdict_batch(0.04, 0.0002, 0.00005)  # the window's slowest wait
+    metrics.observe_verdict_batch(0.04, 0.0004, 0.0002, 0.00005)  # the window's slowest wait
     metrics.observe_verdict_ack(0.0012)
     after = stage_buckets(metrics.render().decode())
     assert stage_quantiles(before, after) == {
-        "wait": {"p50": 5.0, "p99": 5.0},  # 4 ms falls in the (3, 5] ms bucket
+        "fetch": {"p50": 5.0, "p99": 5.0},  # 4 ms falls in the (3, 5] ms bucket
+        "queue": {"p50": 0.5, "p99": 0.5},
         "engine": {"p50": 0.25, "p99": 0.25},
         "send": {"p50": 0.05, "p99": 0.05},
         "ack": {"p50": 1.5, "p99": 1.5},
     }
-    assert stage_quantiles(after, after)["wait"] == {"p50": None, "p99": None}
+    assert stage_quantiles(after, after)["fetch"] == {"p50": None, "p99": None}

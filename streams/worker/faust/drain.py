@@ -31,6 +31,10 @@ This loop keeps that and pays for it only when a callback blocks:
 - The bookkeeping that only changes across an await is done per batch: read offsets are kept
   in a local map and written back before every await (so a seek during it wins), commit-every
   is checked once per batch, the partitions' end offsets are reported once per batch.
+- Each message is stamped with the moment its fetch returned (`Message.time_in`, monotonic
+  time: the slot Faust's own Monitor sensor fills the same way when the conductor takes a
+  message), so the agent can time a verdict's fetch apart from its wait in the queue
+  (`loopguard_verdict_stage_seconds`, docs/performance.md).
 - A commit-every commit runs beside the loop, as a future of the consumer service (joined when
   it stops), not awaited in it: the checkpoint before a commit writes run states while the
   agent goes on with its batches (streams/worker/agent.py), and awaited here it would stop
@@ -43,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Coroutine, Generator
+from time import monotonic
 from typing import Any, Protocol
 
 from aiokafka.errors import IllegalStateError
@@ -141,7 +146,9 @@ async def drain_messages(consumer: Any, fetcher: Any, *, bulk_max: int = 0) -> N
             for tp in records:
                 app.monitor.track_tp_end_offset(tp, consumer.highwater(tp))
             buffered = consumer._buffered_partitions
+            fetched_at = monotonic()
             to_message = consumer._to_message
+            bulk_message = _stamping(to_message, fetched_at)
             batch_read: dict[TP, int] = {}  # read offsets of this batch, not yet written
             deliveries.reset()  # the conductor's index may have changed during the fetch
             deliver_of = deliveries.of
@@ -155,7 +162,7 @@ async def drain_messages(consumer: Any, fetcher: Any, *, bulk_max: int = 0) -> N
                 done = 0
                 if bulk_max:
                     read = read_offsets.get(tp)
-                    done = _bulk(tp, fetched, read, to_message, deliver_of(tp), bulk_max)
+                    done = _bulk(tp, fetched, read, bulk_message, deliver_of(tp), bulk_max)
                 if done:
                     batch_read[tp] = fetched[done - 1].offset
                     since_yield += done
@@ -174,6 +181,7 @@ async def drain_messages(consumer: Any, fetcher: Any, *, bulk_max: int = 0) -> N
                 if read is not None and offset < read:
                     continue  # already read (a redelivery after a seek): Faust drops it too
                 message = to_message(tp, record)
+                message.time_in = fetched_at
                 if read and offset - read > 1 and acks_enabled_for(message.topic):
                     gap = consumer._add_gap(tp, read + 1, offset)
                     await _between(gap, read_offsets, batch_read, deliveries)
@@ -216,6 +224,17 @@ async def _between(
     result = await step
     deliveries.reset()
     return result
+
+
+def _stamping(to_message: Any, fetched_at: float) -> Any:
+    """Faust's `_to_message`, stamping each message with its fetch's time (`time_in`)."""
+
+    def make(tp: TP, record: Any) -> Any:
+        message = to_message(tp, record)
+        message.time_in = fetched_at
+        return message
+
+    return make
 
 
 def _bulk(

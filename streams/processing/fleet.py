@@ -139,8 +139,8 @@ class FleetStage(Protocol):
 
     def view(self, partition: int, ts_ms: int, settings: FleetSettings) -> FleetView:
         """What the engine reads of the fleet for an event of a partition, under the fleet
-        settings of the policy in force for it (a pushed policy switches the early rule and
-        `enabled` live; the windows stay the stage's)."""
+        settings of the policy in force for it (its early rule and `enabled`; the windows
+        switch through the contributions: `contribute`)."""
         ...
 
     def contribute(self, partition: int, obs: Observation, windows: WindowPolicy | None) -> None:

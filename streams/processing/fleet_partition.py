@@ -54,8 +54,8 @@ class PartitionFleet:
         self.settings = settings
         self.firing: dict[int, dict[str, FleetEvidence]] = {}
         # What waits for the agent, each with the input partition of the event it came from
-        # (under exactly-once it is sent in that partition's transaction).
-        # and the window settings of the pushed policy in force there (None: the start-up's).
+        # (under exactly-once it is sent in that partition's transaction) and the window
+        # settings of the pushed policy in force there (None: the start-up policy's).
         self.contributions: list[tuple[int, Observation, WindowPolicy | None]] = []
         self.latest_ms: int | None = None  # the largest event time seen (the fleet's ticks)
         self.latest_partition = 0  # the partition of the event that moved it

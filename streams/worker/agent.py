@@ -31,6 +31,7 @@ import asyncio
 import gc
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import itemgetter
 from time import monotonic, perf_counter, time
 from typing import Any
 
@@ -175,7 +176,7 @@ class RunProcessor:
         stamped = [(m.timestamp, m.time_in) for e in events if (m := e.message).timestamp]
         fetch = queue = 0.0
         if stamped:
-            ts, fetched = min(stamped, key=_first)  # the oldest record
+            ts, fetched = min(stamped, key=itemgetter(0))  # the oldest record
             waited = max(0.0, wall - ts)
             queue = waited if fetched is None else min(waited, max(0.0, mono - fetched))
             fetch = waited - queue
@@ -286,10 +287,6 @@ class RunProcessor:
         self.gate.forget(partitions)
         for tp in [tp for tp in self._limits if tp[1] in partitions]:
             del self._limits[tp]
-
-
-def _first(pair: tuple[float, float | None]) -> float:
-    return pair[0]
 
 
 def freeze_startup_heap() -> None:

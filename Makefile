@@ -88,8 +88,9 @@ test-kafka-passes: kafka  ## the Kafka pass, then the secured one
 bench-deps:
 	@test -d tests/differential/node_modules/openclaw || (cd tests/differential && npm ci --ignore-scripts --no-audit --no-fund)
 
-bench: kafka bench-deps  ## E against OpenClaw's module; O, the OTLP bridge; P, L and the policy reload on Tansu and on Apache Kafka (P on Kafka also exactly-once)
+bench: kafka bench-deps  ## E and M against OpenClaw's module; O, the OTLP bridge; P, L and the policy reload on Tansu and on Apache Kafka (P on Kafka also exactly-once)
 	$(BIN)/python bench/engine.py
+	$(BIN)/python bench/modern_runs.py
 	$(BIN)/python bench/otlp_bridge.py --with-p
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/pipeline.py --broker kafka --exactly-once
@@ -103,6 +104,7 @@ bench-memory: $(STAMP)  ## RSS per active run at 10,000 runs (~3 min)
 
 bench-quick: kafka bench-deps  ## all of them, small (smoke figures, not for planning)
 	$(BIN)/python bench/engine.py --quick
+	$(BIN)/python bench/modern_runs.py --quick
 	$(BIN)/python bench/otlp_bridge.py --quick --with-p
 	$(BIN)/python bench/pipeline.py --quick
 	$(BIN)/python bench/pipeline.py --quick --broker kafka --exactly-once

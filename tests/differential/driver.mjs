@@ -1,7 +1,7 @@
 // Differential driver: runs LoopGuard's generated streams through the published OpenClaw
 // tool-loop detector (npm openclaw, pinned in package-lock.json) the way OpenClaw's runner
-// calls it for a batch of one call (docs/semantics.md, "openclaw-2026.9"), and models the
-// runner around it: the recovery allowance of runLoop and the warning note.
+// calls it for a batch of one call (docs/semantics.md, "openclaw-2026.9"), with the runner
+// around it modelled (runner_model.mjs: the recovery allowance of runLoop and the warning note).
 //
 // stdin:  {"mode": "verdicts", "streams": [{"run_id": "...", "events": [wire events]}]}
 //      or {"mode": "facts", "outcomes": [{"tool", "args", "result" | "error"}]}
@@ -13,118 +13,19 @@
 //
 // OpenClaw's own loggers are silenced (OPENCLAW_LOG_LEVEL=silent, console muted), and its
 // state directory points at a throwaway folder, so stdout carries only the answer.
-import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { bundle, detector, dist, silence, toolName, vetoResult } from "./openclaw.mjs";
+import { bundle, dist, silence, toolName } from "./openclaw.mjs";
+import { agentCore, runnerModel } from "./runner_model.mjs";
 
 const writeOut = silence("loopguard-differential-", process.env.LOOPGUARD_DIFFERENTIAL_HOME);
-const { detectToolCallLoop, recordToolCall, recordToolCallOutcome } = await detector();
-// The runner (dist/agent-core-*.mjs): its terminal message, and the note it appends to the
-// result of a published warning through the internal-hooks bundle it imports.
-const coreFile = readdirSync(dist).find((name) => /^agent-core-[\w-]+\.mjs$/.test(name));
-if (!coreFile) throw new Error(`no dist/agent-core-*.mjs in ${dist}`);
-const core = readFileSync(join(dist, coreFile), "utf8");
-const terminated = core.match(/const TOOL_LOOP_RECOVERY_TERMINATED_MESSAGE = ("(?:[^"\\]|\\.)*");/);
-if (!terminated) throw new Error(`no TOOL_LOOP_RECOVERY_TERMINATED_MESSAGE in ${coreFile}`);
-const TERMINATED_MESSAGE = JSON.parse(terminated[1]);
-const hooksImport = core.match(/import \{([^}]*)\} from "\.\/(internal-hooks-[\w-]+\.mjs)"/);
-const noteAlias = hooksImport?.[1].split(",").map((part) => part.trim().split(/\s+as\s+/))
-  .find(([, name]) => name === "appendToolLoopWarning")?.[0];
-if (!noteAlias) throw new Error(`${coreFile} does not import appendToolLoopWarning`);
-const appendToolLoopWarning = (await import(pathToFileURL(join(dist, hooksImport[2])).href))[noteAlias];
-// The text appendToolLoopWarning adds to a tool result for a warning of `count` calls.
-const warningNote = (count) => appendToolLoopWarning({ content: [] }, { count }).content.at(-1).text;
+const { detectorOf, runOf, recordToolCallOutcome } = await runnerModel();
+const core = agentCore();
 
-// The runner's warning publication (shouldEmitLoopWarning): buckets of 10, at most 256 keys.
-function shouldEmit(buckets, key, count) {
-  const bucket = Math.floor(count / 10);
-  if (bucket <= (buckets.get(key) ?? 0)) return false;
-  buckets.set(key, bucket);
-  while (buckets.size > 256) buckets.delete(buckets.keys().next().value);
-  return true;
-}
-
-function isVeto(result) {
-  const details = result && typeof result === "object" ? result.details : undefined;
-  return Boolean(details && details.status === "blocked" && details.deniedReason === "tool-loop");
-}
-
-// The detector side of one run, event by event: each call's verdict (null when none), the
-// runner's warning publication and note, the veto record of a block, and outcomes recorded as
-// the runner records them.
-function detectorOf(runId) {
-  const state = { toolCallHistory: [] };
-  const buckets = new Map();
-  const vetoed = new Set(); // tool_call_ids of calls already vetoed (blocked here or reported)
-  const config = { enabled: true };
-  return (ev) => {
-    if (ev.type === "tool_call") {
-      const tool = toolName(ev.tool);
-      const found = detectToolCallLoop(state, tool, ev.args, config, { runId });
-      if (!found.stuck) {
-        recordToolCall(state, tool, ev.args, ev.tool_call_id, config, { runId });
-        return null;
-      }
-      const verdict = {
-        level: found.level,
-        detector: found.detector,
-        count: found.count,
-        message: found.message,
-        warning_key: found.warningKey,
-        paired_tool: found.pairedToolName ?? null,
-        liveness_signal: found.livenessSignal ?? null,
-      };
-      if (found.level === "critical") {
-        verdict.published = true;
-        verdict.note = null;
-        // blockToolCall: the blocked result goes through recordLoopOutcome (a veto record).
-        const blocked = vetoResult(found.message);
-        recordToolCallOutcome(state, {
-          toolName: tool, toolParams: ev.args, toolCallId: ev.tool_call_id, result: blocked, runId,
-        });
-        if (ev.tool_call_id) vetoed.add(ev.tool_call_id);
-      } else {
-        verdict.published = shouldEmit(buckets, `${runId}:${found.warningKey}`, found.count);
-        // finalizeToolCallOutcome appends the note to a published warning's result only.
-        verdict.note = verdict.published ? warningNote(found.count) : null;
-        recordToolCall(state, tool, ev.args, ev.tool_call_id, config, { runId });
-      }
-      return verdict;
-    }
-    if (ev.type === "tool_result") {
-      // A runtime echoing the veto it answered the model with: the runner never sees it twice.
-      if (ev.tool_call_id && vetoed.has(ev.tool_call_id) && !("error" in ev) && isVeto(ev.result)) {
-        return null;
-      }
-      const outcome = { toolName: toolName(ev.tool), toolParams: ev.args, toolCallId: ev.tool_call_id, runId };
-      if ("error" in ev) outcome.error = ev.error;
-      else outcome.result = ev.result;
-      recordToolCallOutcome(state, outcome);
-      if (ev.tool_call_id && !("error" in ev) && isVeto(ev.result)) vetoed.add(ev.tool_call_id);
-    }
-    return null;
-  };
-}
-
-// Each event's verdict, with runLoop's recovery allowance modelled: a critical intervention
-// sets toolLoopRecoveryState.criticalToolLoopSeen; executeToolCalls passes it as `terminal`
-// to the next intervention, which ends the run (terminateRun). Only Agent.prompt/reset clear
-// it: never within one run, so a stream that goes on past the end meets `terminal` at every
-// later critical ("runner" mode checks this model against the real runAgentLoop).
+// Each event's verdict (null when none), with the runner's recovery allowance.
 function runStream(stream) {
-  const step = detectorOf(stream.run_id);
-  let criticalToolLoopSeen = false;
-  return stream.events.map((ev) => {
-    const verdict = step(ev);
-    if (verdict === null) return null;
-    verdict.terminate_run = null;
-    if (verdict.level === "critical") {
-      if (criticalToolLoopSeen) verdict.terminate_run = TERMINATED_MESSAGE;
-      criticalToolLoopSeen = true;
-    }
-    return verdict;
-  });
+  const step = runOf(stream.run_id);
+  return stream.events.map(step);
 }
 
 // One run through OpenClaw's real runner (agent-core's runAgentLoop, Node >= 22): each
@@ -199,11 +100,11 @@ async function loadRunner() {
   if (runner) return runner;
   const [major] = process.versions.node.split(".").map(Number);
   if (major < 22) throw new Error(`the runner mode needs Node >= 22 (OpenClaw's agent-core), got ${process.version}`);
-  const exported = core.match(/export\s*\{([^}]*)\}\s*;?\s*$/);
+  const exported = core.text.match(/export\s*\{([^}]*)\}\s*;?\s*$/);
   const alias = exported?.[1].split(",").map((part) => part.trim().split(/\s+as\s+/))
     .find(([name]) => name === "runAgentLoop")?.[1];
-  if (!alias) throw new Error(`${coreFile} does not export runAgentLoop`);
-  runner = (await import(pathToFileURL(join(dist, coreFile)).href))[alias];
+  if (!alias) throw new Error(`${core.file} does not export runAgentLoop`);
+  runner = (await import(pathToFileURL(join(dist, core.file)).href))[alias];
   return runner;
 }
 

@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from loopguard_fleet.detectors import RunState, Thresholds, process_event
 from tests.differential.outcomes import (
     failing_exec,
     fetched_page,
@@ -193,3 +194,21 @@ def generate_run(rng: random.Random, run_id: str, decide: Callable[[Event], bool
                 emit(sibling)
         flush()
     return events
+
+
+def decided_runs(seed: int, count: int, th: Thresholds) -> list[list[Event]]:
+    """`count` seeded runs, each shaped by LoopGuard's live decisions under `th` (a blocked
+    call gets no result, the veto's echo or a result of its running anyway)."""
+    rng = random.Random(seed)
+    runs = []
+    for n in range(count):
+        state = RunState()
+
+        def blocked(event: Event, state: RunState = state) -> bool:
+            return any(
+                d.kind == "loop_event" and d.payload["action"] == "block"
+                for d in process_event(state, event, th)
+            )
+
+        runs.append(generate_run(rng, f"s{seed}-r{n}", blocked))
+    return runs

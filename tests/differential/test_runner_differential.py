@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from loopguard_fleet.detectors import RunState, process_event
-from tests.differential.test_verdicts_differential import SEEDS, TH, _generate
+from tests.differential.streams import decided_runs
+from tests.differential.test_verdicts_differential import RUNS_PER_SEED, SEEDS, TH
 
 
 def _loopguard(events: list[dict[str, Any]]) -> tuple[int | None, str | None, dict[int, str]]:
@@ -42,7 +43,7 @@ def _loopguard(events: list[dict[str, Any]]) -> tuple[int | None, str | None, di
 def test_the_real_runner_ends_and_notes_runs_where_loopguard_does(
     openclaw_runner: Any, seed: int
 ) -> None:
-    runs = _generate(seed)
+    runs = decided_runs(seed, RUNS_PER_SEED, TH)
     request = {"mode": "runner", "streams": [{"run_id": e[0]["run_id"], "events": e} for e in runs]}
     theirs = openclaw_runner(request)["runs"]
     ended = 0

@@ -11,14 +11,13 @@ call, with OpenClaw's terminal message).
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from typing import Any
 
 import pytest
 
 from loopguard_fleet.detectors import Decision, RunState, Thresholds, process_event
-from tests.differential.streams import generate_run
+from tests.differential.streams import decided_runs
 
 TH = Thresholds(enabled=True, semantics="openclaw-2026.9", channel_tools=frozenset())
 SEEDS = [11, 12, 13, 14]
@@ -56,23 +55,9 @@ def _aborts(decisions: list[Decision]) -> list[dict[str, Any]]:
     return [d.payload for d in decisions if d.payload.get("command") == "abort_run"]
 
 
-def _generate(seed: int) -> list[list[dict[str, Any]]]:
-    """Runs shaped by LoopGuard's live decisions (blocked calls get no or a veto result)."""
-    rng = random.Random(seed)
-    runs = []
-    for n in range(RUNS_PER_SEED):
-        state = RunState()
-
-        def blocked(event: dict[str, Any], state: RunState = state) -> bool:
-            return any(p["action"] == "block" for p in _loop_events(_decide(state, event)))
-
-        runs.append(generate_run(rng, f"s{seed}-r{n}", blocked))
-    return runs
-
-
 @pytest.mark.parametrize("seed", SEEDS, ids=[f"seed-{s}" for s in SEEDS])
 def test_every_verdict_agrees_with_openclaw(openclaw, seed: int) -> None:
-    runs = _generate(seed)
+    runs = decided_runs(seed, RUNS_PER_SEED, TH)
     # LoopGuard decides each finished run afresh (the oracle only shaped the runs).
     ours: list[list[dict[str, Any] | None]] = []
     for events in runs:

@@ -156,8 +156,8 @@ class Settings(KafkaSecuritySettings):
     # Consumer timings (Tansu joins a group in about half the session timeout).
     fetch_max_wait_ms: int = Field(default=100, ge=0, le=60_000)
     # How long unread fetched records of one partition hold back fetches of the others on
-    # the same broker (aiokafka's 100 ms; streams/worker/faust/internals.py says why 0).
-    fetch_prefetch_backoff_ms: int = Field(default=0, ge=0, le=60_000)
+    # the same broker (aiokafka's 100 ms; streams/worker/faust/internals.py says why 5).
+    fetch_prefetch_backoff_ms: int = Field(default=5, ge=0, le=60_000)
     # The most records one poll hands the worker (Faust's broker_max_poll_records); 0: one
     # batch, LOOPGUARD_BATCH_MAX_EVENTS. Fewer records read ahead: less memory when catching
     # up on a backlog, and a faster worker (docs/performance.md).

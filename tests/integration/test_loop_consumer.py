@@ -65,8 +65,8 @@ async def test_the_consumer_runs_in_the_callers_loop_and_stops_with_the_service(
             if len(values) >= 2:
                 break
         assert values == [b"one", b"two"]
-        # The worker's prefetch backoff, not aiokafka's 100 ms (internals.py says why).
-        assert aiokafka_consumer._fetcher._prefetch_backoff == 0
+        # The worker's prefetch backoff, 5 ms, not aiokafka's 100 ms (internals.py says why).
+        assert aiokafka_consumer._fetcher._prefetch_backoff == 0.005
     finally:
         await service.stop()
     assert aiokafka_consumer._closed

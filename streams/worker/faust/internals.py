@@ -15,9 +15,15 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   (100 ms, not an AIOKafkaConsumer argument). Faust pauses a table's changelog partitions
   after recovery only in its own books and never reads them, so each checkpoint's changelog
   records, fetched back, held every tool-call fetch for 100 ms: the p99 of workload L
-  (docs/performance.md). The worker sets it after the
-  consumer starts (`fetch_prefetch_backoff_ms`, default 0): a partition with unread records is
-  still not fetched again, the others are.
+  (docs/performance.md). The worker sets it after the consumer starts
+  (`fetch_prefetch_backoff_ms`, default 5 ms). Not 0: with no backoff the Fetcher sends the
+  next fetch the moment a response arrives, without the partitions whose records the worker
+  has not yet read, and aiokafka keeps one fetch in flight per broker, so a call arriving on
+  such a partition waited for that fetch's long poll to end (the other partitions' next
+  record, or the max-wait) before a fetch asked for it: 2 ms at the median at 1,000 calls/s,
+  when the worker's loop is busy deciding the previous call. With a few milliseconds of
+  backoff the next fetch waits for the worker to read what arrived (it wakes the Fetcher)
+  and asks for every partition; unread changelog records hold it for 5 ms at most.
 - Table recovery end offsets: Tansu under-reports the end of batched partitions, so Faust's
   recovery stopped early (streams/kafka/end_offsets.py probes past it).
 - Seek with the flow stopped: faust-streaming/faust #596 (a race in recovery leaves gaps in

@@ -19,7 +19,7 @@ KAFKA_ONLY := tests/integration/test_kafka_broker.py tests/integration/test_secu
 	tests/chaos/test_kafka_faults.py
 
 .PHONY: install run demo test test-tansu test-kafka test-kafka-secure test-kafka-passes preflight prometheus kafka lint typecheck \
-	unit bench bench-deps bench-quick bench-memory clean
+	unit compiled test-compiled test-local bench bench-deps bench-quick bench-memory clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -63,6 +63,20 @@ typecheck: $(STAMP)  ## mypy --strict on the engine, config and the stream side
 unit: $(STAMP)  ## tests that need no broker
 	$(BIN)/pytest -q tests/unit tests/property tests/golden
 
+# The engine compiled by mypyc (setup.py), as a wheel unpacked where the compiled pass and the
+# benchmarks put it first on the path. Built in the checkout, as tests/packaging/dists.py
+# builds, so under its lock: the egg-info is written there.
+COMPILED := build/compiled
+compiled: $(STAMP)  ## the mypyc-compiled engine, unpacked into build/compiled (~30 s)
+	rm -rf $(COMPILED) && mkdir -p $(COMPILED)
+	flock build/dists.lock env LOOPGUARD_COMPILE=1 $(BIN)/pip wheel -q --no-build-isolation \
+	  --no-deps -w $(COMPILED)/wheel .
+	cd $(COMPILED) && $(abspath $(BIN))/python -m zipfile -e wheel/*.whl .
+
+test-compiled: compiled  ## the verdict suites against the compiled engine (the sources stay the reference)
+	time LOOPGUARD_TEST_COMPILED=1 PYTHONPATH=$(COMPILED) $(BIN)/pytest -q -p no:cacheprovider \
+	  tests/unit tests/property tests/golden tests/differential
+
 test-tansu: $(STAMP)  ## every test, the broker ones on the embedded Tansu
 	time $(BIN)/pytest -q --durations=15 $(addprefix --ignore=,$(KAFKA_ONLY))
 
@@ -78,7 +92,11 @@ test-kafka-secure: kafka  ## the integration suite on a SASL_SSL Kafka with ACLs
 # The broker passes mostly wait (brokers, workers, subprocesses: ~1/3 of a core each), so the
 # Tansu pass runs beside the two Kafka passes; each pass's output is printed whole when it ends.
 test: preflight prometheus kafka lint typecheck  ## everything CI runs
-	@$(MAKE) --no-print-directory -j2 --output-sync=recurse test-tansu test-kafka-passes
+	@$(MAKE) --no-print-directory -j2 --output-sync=recurse test-local test-kafka-passes
+
+test-local: $(STAMP)  ## the compiled engine's pass, then every test on Tansu
+	@$(MAKE) --no-print-directory test-compiled
+	@$(MAKE) --no-print-directory test-tansu
 
 test-kafka-passes: kafka  ## the Kafka pass, then the secured one
 	@$(MAKE) --no-print-directory test-kafka

@@ -31,6 +31,7 @@ from loopguard_fleet.detectors import (
     Thresholds,
     ToolCall,
     detect,
+    engine_build,
     record_call,
     record_outcome,
 )
@@ -177,6 +178,7 @@ def measure(mode: str, n: int, runs: int, enabled: bool) -> dict[str, object]:
     module = med["openclaw-module"]
     return {
         "workload": "E",
+        "engine": engine_build(),  # "compiled" with PYTHONPATH=build/compiled (make compiled)
         "mode": mode,
         "enabled": enabled,
         "calls_per_s": {name: round(m) for name, m in med.items()},

@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from loopguard_fleet.config import DETECTION_ON, load_policy  # noqa: E402
-from loopguard_fleet.detectors import CONFIGURABLE, OPENCLAW_2026_9, Thresholds  # noqa: E402
+from loopguard_fleet.detectors import CONFIGURABLE, OPENCLAW_2026_9, Thresholds, engine_build  # noqa: E402
 from loopguard_fleet.detectors.runner_2026_9 import RECOVERY_EXHAUSTED  # noqa: E402
 from loopguard_fleet.streams.audit.inputs import FileInput  # noqa: E402
 from loopguard_fleet.streams.audit.replay_jobs import ReplaySpec, replay_local  # noqa: E402
@@ -173,6 +173,7 @@ def measure(path: Path, runs: int) -> dict[str, Any]:
     base = med["openclaw-module"]
     return {
         "workload": "M",
+        "engine": engine_build(),  # "compiled" with PYTHONPATH=build/compiled (make compiled)
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "events": tallies["openclaw-module"]["events"],
         "events_per_s": {name: round(m) for name, m in med.items()},

@@ -5,7 +5,7 @@ place) and a list of decisions.
 """
 
 from loopguard_fleet.detectors.compaction_guard import arm_guard, observe_guard
-from loopguard_fleet.detectors.engine import detect, detect_pair
+from loopguard_fleet.detectors.engine import detect, detect_pair, engine_build
 from loopguard_fleet.detectors.errors import (
     DetectorError,
     InvalidEvent,
@@ -77,6 +77,7 @@ __all__ = [
     "detect",
     "detect_pair",
     "effective_agent",
+    "engine_build",
     "hash_outcome",
     "is_duplicate",
     "normalize_tool",

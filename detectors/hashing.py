@@ -90,6 +90,10 @@ _CACHE_ENTRIES: Final = 4096
 _CACHED_NAME_CHARS: Final = 128
 _CACHED_ARGS_BYTES: Final = 256
 _TOOL_NAMES: dict[str, str] = {}
+# Called through a name, not as `s.lower()`: mypyc compiles the method call to a primitive that
+# lower-cases code point by code point and misses the final sigma ('ΑΣ' gives 'ασ', where
+# CPython and JavaScript give 'ας'); the compiled engine (docs/performance.md) must agree.
+_lower: Final = str.lower
 _SIGNATURES: dict[tuple[str, str], str] = {}
 
 
@@ -98,7 +102,7 @@ def normalize_tool(name: str) -> str:
     known = _TOOL_NAMES.get(name)
     if known is not None:
         return known
-    trimmed = name.strip(_JS_WHITESPACE).lower()
+    trimmed = _lower(name.strip(_JS_WHITESPACE))
     # Interned: every record of every run shares one string per tool name (~54 B a record).
     normalized = sys.intern(_TOOL_ALIASES.get(trimmed, trimmed) or "tool")
     if len(name) <= _CACHED_NAME_CHARS:
@@ -186,7 +190,7 @@ def unknown_tool_name(error_text: str) -> str | None:
     for pattern in _UNKNOWN_TOOL_PATTERNS:
         match = pattern.search(text)
         if match is not None:
-            return match.group(1).lower()
+            return _lower(match.group(1))
     return None
 
 

@@ -275,10 +275,12 @@ def outcome_facts(
     tool: str,
     args: JSON | _Undefined,
     outcome: Outcome,
-    channel_tools: frozenset[str] = DEFAULT_CHANNEL_TOOLS,
+    channel_tools: frozenset[str] | None = None,
 ) -> OutcomeFacts:
-    """The 2026.9 facts of an outcome of `tool` (normalised) called with `args`."""
-    key, kind, identity, no_progress, unknown = fact_cells(tool, args, outcome, channel_tools)
+    """The 2026.9 facts of an outcome of `tool` (normalised) called with `args`; the channel
+    tools are DEFAULT_CHANNEL_TOOLS unless given."""
+    tools = DEFAULT_CHANNEL_TOOLS if channel_tools is None else channel_tools
+    key, kind, identity, no_progress, unknown = fact_cells(tool, args, outcome, tools)
     rhash = None if key is None else hash_text(key)
     return OutcomeFacts(rhash, kind, identity, no_progress, unknown)
 
@@ -287,7 +289,7 @@ def fact_cells(
     tool: str,
     args: JSON | _Undefined,
     outcome: Outcome,
-    channel_tools: frozenset[str] = DEFAULT_CHANNEL_TOOLS,
+    channel_tools: frozenset[str],
 ) -> FactCells:
     """`outcome_facts` as `FactCells`, the result hash as its key."""
     kind = outcome.kind

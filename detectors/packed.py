@@ -190,7 +190,9 @@ def unpack(raw: bytes) -> RunState:
     arg_texts = [hash_text(k) for k in keys[:n_args]]
     results: list[HashKey | None] = [None, *keys[n_args:]]
     if eprefixes:  # `<prefix><seq>` ids: one `(prefix,)` for the run's records
-        shared = [(p,) for p in eprefixes]
+        # Of any length to the type checker: mypyc keeps a fixed-length tuple unboxed and would
+        # box a fresh copy for each record, where the run's records must share one.
+        shared: list[tuple[str, ...]] = [(p,) for p in eprefixes]
         eids = [shared[e] if type(e) is int else e for e in eids]
     seqs = accumulate(_ints(deltas), initial=first)
     next(seqs)

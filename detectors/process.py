@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 from typing import Final, Literal, NamedTuple
 
@@ -425,12 +425,16 @@ def _of(record: Record) -> str:
     return loop_signature(record.tool, record.args_hash, record)
 
 
+# The state's fields by name, for resetting one in place (a compiled RunState has no __slots__).
+_RUN_FIELDS: Final = tuple(f.name for f in fields(RunState))
+
+
 def _end(state: RunState, seq: int) -> None:
     """run_end at its place: a tombstone whose watermarks make every older event a duplicate;
     life events held for after it (a new run under the same id) stay held."""
     held, life_seq = state.held, state.life_seq
     fresh = RunState()
-    for name in RunState.__slots__:
+    for name in _RUN_FIELDS:
         setattr(state, name, getattr(fresh, name))
     state.keep_tally(None)  # a slot of RunState's base: the old history's counts go with it
     state.held = held

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Final, Literal, TypeAlias
+from typing import ClassVar, Final, Literal, TypeAlias
 
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, Semantics
 from loopguard_fleet.detectors.records import Record as Record  # re-exported: its old home
@@ -17,7 +17,7 @@ class _Undefined:
     """JavaScript's `undefined`: a field the hashing reads that is absent."""
 
     __slots__ = ()
-    _instance: _Undefined | None = None
+    _instance: ClassVar[_Undefined | None] = None
 
     def __new__(cls) -> _Undefined:
         if cls._instance is None:

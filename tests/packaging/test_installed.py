@@ -41,8 +41,14 @@ def test_the_sdist_holds_what_a_rebuild_needs(dists: Dists) -> None:
     # `python -m build` made the wheel from this sdist; the listing says why that worked.
     with tarfile.open(dists.sdist) as tf:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
-    needed = {"pyproject.toml", "README.md", "LICENSE", "deploy/kafka/pom.xml", "streams/cli.py"}
-    assert needed <= names
+    needed = {"pyproject.toml", "setup.py", "README.md", "LICENSE", "deploy/kafka/pom.xml"}
+    assert needed | {"streams/cli.py"} <= names
+
+
+def test_the_default_wheel_is_pure_python(dists: Dists) -> None:
+    # The compiled engine is opt-in (setup.py: LOOPGUARD_COMPILE=1), so one wheel serves every
+    # platform.
+    assert dists.wheel.name.endswith("-py3-none-any.whl")
 
 
 def test_the_metadata_a_package_index_shows(dists: Dists) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 from pathlib import Path
 
@@ -10,7 +9,7 @@ from loopguard_fleet.config import defaults
 from loopguard_fleet.config.settings import Settings
 from loopguard_fleet.detectors import hashing
 from loopguard_fleet.detectors.outcome_facts import outcome_facts
-from loopguard_fleet.detectors.values import DEFAULT_CHANNEL_TOOLS, Thresholds
+from loopguard_fleet.detectors.values import DEFAULT_CHANNEL_TOOLS, Outcome, Thresholds
 from loopguard_fleet.streams.client import Topics
 
 ROOT = Path(__file__).parents[2]
@@ -55,8 +54,15 @@ def test_one_default_channel_tool_list() -> None:
     assert hashing.DEFAULT_CHANNEL_TOOLS is DEFAULT_CHANNEL_TOOLS
     assert Thresholds().channel_tools is DEFAULT_CHANNEL_TOOLS
     assert frozenset(Settings().channel_tools) == DEFAULT_CHANNEL_TOOLS
-    default = inspect.signature(outcome_facts).parameters["channel_tools"].default
-    assert default is DEFAULT_CHANNEL_TOOLS
+    # `outcome_facts` takes the list when given none (its default is None, so no copy of it
+    # can sit there): telegram, a channel tool, is a send whose delivery ids do not count.
+
+    def result_hash(message_id: str, tools: frozenset[str] | None = None) -> str | None:
+        outcome = Outcome.result({"content": "sent", "details": {"messageId": message_id}})
+        return outcome_facts("telegram", {}, outcome, tools).result_hash
+
+    assert result_hash("1") == result_hash("2") == result_hash("1", DEFAULT_CHANNEL_TOOLS)
+    assert result_hash("1", frozenset()) != result_hash("2", frozenset())
 
 
 def test_no_module_spells_a_default_topic_name_itself() -> None:

@@ -1,0 +1,34 @@
+"""Each pass runs the engine it names: the sources by default, the mypyc-compiled modules under
+`make test-compiled` (LOOPGUARD_TEST_COMPILED=1, the unpacked wheel first on the path)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import pytest
+
+# The per-call path; setup.py lists what stays interpreted.
+PER_CALL = ["engine", "history", "history_2026_9", "hashing", "outcome_facts", "process", "tally"]
+
+
+@pytest.mark.parametrize("name", PER_CALL)
+def test_the_pass_runs_the_engine_it_names(name: str) -> None:
+    module = importlib.import_module(f"loopguard_fleet.detectors.{name}")
+    compiled = os.environ.get("LOOPGUARD_TEST_COMPILED") == "1"
+    path = module.__file__ or ""
+    assert path.endswith(".py") is not compiled, path
+
+
+def test_the_engine_says_which_build_it_is() -> None:
+    from loopguard_fleet.detectors import engine_build
+
+    compiled = os.environ.get("LOOPGUARD_TEST_COMPILED") == "1"
+    assert engine_build() == ("compiled" if compiled else "python")
+
+
+def test_tool_names_lower_case_with_the_final_sigma() -> None:
+    # mypyc's own `str.lower` misses it ('ασ'); hashing.py calls CPython's (JavaScript agrees).
+    from loopguard_fleet.detectors.hashing import normalize_tool
+
+    assert normalize_tool(" ΟΔΥΣΣΕΥΣ ") == "οδυσσευς"

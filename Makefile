@@ -36,6 +36,7 @@ run: $(STAMP)  ## embedded broker + worker + demo fleet (Ctrl-C stops everything
 preflight:
 	@command -v java >/dev/null 2>&1 || { echo "make test: install Java 17+ (Debian: apt-get install openjdk-17-jre-headless maven): the suites also run on Apache Kafka" >&2; exit 1; }
 	@command -v mvn >/dev/null 2>&1 || ls $${XDG_CACHE_HOME:-$$HOME/.cache}/loopguard/kafka-*/.complete >/dev/null 2>&1 || { echo "make test: install Maven (Debian: apt-get install maven): it fetches the Apache Kafka jars" >&2; exit 1; }
+	@command -v cc >/dev/null 2>&1 && $(PY) -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' || { echo "make test: install a C compiler and Python's headers (Debian: apt-get install gcc python3-dev): the compiled engine's pass builds it" >&2; exit 1; }
 	@command -v openssl >/dev/null 2>&1 || { echo "make test: install openssl (Debian: apt-get install openssl): the secured-Kafka tests make a throwaway CA" >&2; exit 1; }
 	@{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; } || { echo "make test: install Prometheus (promtool and prometheus on PATH; Debian: apt-get install prometheus)" >&2; exit 1; }
 

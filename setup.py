@@ -19,10 +19,9 @@ from setuptools import setup
 
 # Left interpreted: `errors` (its exceptions are subclassed together with built-in exceptions,
 # which a compiled class's layout forbids), `canonical` (mypyc's code crashes on the
-# JavaScript-compatible encoder's test vectors), `records` (a record is built by
-# `object.__new__` and pickled, which a compiled class refuses), the package `__init__`s and
-# the fleet windows (not on the per-call path).
-INTERPRETED = {"__init__.py", "errors.py", "canonical.py", "records.py"}
+# JavaScript-compatible encoder's test vectors), the package `__init__`s and the fleet windows
+# (not on the per-call path).
+INTERPRETED = {"__init__.py", "errors.py", "canonical.py"}
 STAGE = Path("build") / "mypyc-src"
 
 

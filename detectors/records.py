@@ -12,7 +12,10 @@ __all__ = ["Cells", "Record", "record_cells"]
 
 _Rare = tuple[str | None, str | None, str | None, str | None, bool]
 _COMMON: Final[_Rare] = (None, None, None, None, False)
+# CPython makes a record fastest by `object.__new__` and setting its slots; the compiled engine
+# (setup.py) refuses that for its classes and makes one fastest by its constructor.
 _new_record = object.__new__
+_COMPILED: Final = not __file__.endswith(".py")
 
 
 class Record:
@@ -75,6 +78,8 @@ class Record:
     @classmethod
     def pending(cls, tool: str, args_hash: str, tool_call_id: str | None, seq: int) -> Record:
         """A pending record: a call without its outcome yet."""
+        if _COMPILED:
+            return Record(tool, args_hash, tool_call_id, None, None, seq)
         rec = _new_record(cls)  # the slots set directly: this runs for every call
         rec.tool = tool
         rec.args_hash = args_hash
@@ -98,13 +103,18 @@ class Record:
         """A completed record of the configurable profile, its event id's `<prefix>` shared
         with the newest records of `history` (its run) that have the same one."""
         # The slots set directly: this runs for every outcome, and the keys are made already.
-        done = _new_record(cls)
-        done.tool = tool
-        done.args_hash = args_hash
-        done.result_key = result_key
-        done.seq = seq
-        done._rare = None if unknown_tool_name is None else (None, unknown_tool_name, *_COMMON[2:])
-        done._eid = event_id
+        if _COMPILED:
+            done = Record(tool, args_hash, None, result_key, unknown_tool_name, seq, event_id)
+        else:
+            done = _new_record(cls)
+            done.tool = tool
+            done.args_hash = args_hash
+            done.result_key = result_key
+            done.seq = seq
+            done._rare = (
+                None if unknown_tool_name is None else (None, unknown_tool_name, *_COMMON[2:])
+            )
+            done._eid = event_id
         if event_id is None:
             return done
         tail = str(seq)
@@ -130,7 +140,10 @@ class Record:
         rare: _Rare | None,
     ) -> Record:
         """The record whose `record_cells` these are (detectors/packed.py keeps records so)."""
-        rec = _new_record(cls)
+        if _COMPILED:
+            rec = Record(tool, args_hash, None, result_key, None, seq)
+        else:
+            rec = _new_record(cls)
         rec.tool = tool
         rec.args_hash = args_hash
         rec.result_key = result_key
@@ -215,6 +228,10 @@ class Record:
     def __hash__(self) -> int:
         return hash(self._key())
 
+    def __reduce__(self) -> tuple[Callable[..., Record], Cells]:
+        # By its cells, as packed.py keeps it: a compiled record has no `__new__` without them.
+        return _from_cells, record_cells(self)
+
     def __repr__(self) -> str:
         return (
             f"Record(tool={self.tool!r}, args_hash={self.args_hash!r}, "
@@ -231,3 +248,15 @@ Cells = tuple[str, str, HashKey | None, int, str | tuple[str] | None, _Rare | No
 record_cells: Callable[[Record], Cells] = attrgetter(
     "tool", "args_hash", "result_key", "seq", "_eid", "_rare"
 )
+
+
+def _from_cells(
+    tool: str,
+    args_hash: str,
+    result_key: HashKey | None,
+    seq: int,
+    eid: str | tuple[str] | None,
+    rare: _Rare | None,
+) -> Record:
+    """`Record.from_cells`, by a name pickle finds."""
+    return Record.from_cells(tool, args_hash, result_key, seq, eid, rare)

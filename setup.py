@@ -18,10 +18,9 @@ from typing import Any
 from setuptools import setup
 
 # Left interpreted: `errors` (its exceptions are subclassed together with built-in exceptions,
-# which a compiled class's layout forbids), `canonical` (mypyc's code crashes on the
-# JavaScript-compatible encoder's test vectors), the package `__init__`s and the fleet windows
-# (not on the per-call path).
-INTERPRETED = {"__init__.py", "errors.py", "canonical.py"}
+# which a compiled class's layout forbids), the package `__init__`s and the fleet windows (not
+# on the per-call path).
+INTERPRETED = {"__init__.py", "errors.py"}
 STAGE = Path("build") / "mypyc-src"
 
 

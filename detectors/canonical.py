@@ -28,10 +28,15 @@ JSONLike: TypeAlias = (
 
 _MAX_SAFE_INT: Final = 2**53
 _INF: Final = float("inf")
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-_SURROGATE_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+# The surrogates by chr(): mypyc (setup.py) cannot compile a literal that holds one.
+_SURROGATE: Final = re.compile(f"[{chr(0xD800)}-{chr(0xDFFF)}]")
+_SURROGATE_PAIR: Final = re.compile(f"[{chr(0xD800)}-{chr(0xDBFF)}][{chr(0xDC00)}-{chr(0xDFFF)}]")
 # Code points from U+D800 up sort differently by UTF-16 unit than by code point.
-_UTF16_ORDER_DIFFERS: Final = re.compile("[\ud800-\U0010ffff]")
+_UTF16_ORDER_DIFFERS: Final = re.compile(f"[{chr(0xD800)}-{chr(0x10FFFF)}]")
+# Containers nested deeper than this go to the iterative encoder: orjson refuses them anyway
+# (past 255 levels), and a cycle must end without RecursionError, which the compiled engine's
+# recursion does not raise (the C stack would overflow).
+_MAX_DEPTH: Final = 255
 
 
 def _join_pair(match: re.Match[str]) -> str:
@@ -119,19 +124,24 @@ class _NeedsCarefulEncoder(Exception):
 
 
 # `Any` because the type checks below narrow faster than isinstance chains would.
-def _encode_fast(v: Any) -> str:
-    """Recursive encoder for the common case; cycles and deep nesting end in RecursionError."""
+def _encode_fast(v: Any, depth: int = 0) -> str:
+    """Recursive encoder for the common case; cycles and deep nesting end past _MAX_DEPTH."""
     t = type(v)
     if t is str:
         return _encode_str(v)
     if t is dict:
+        if depth > _MAX_DEPTH:
+            raise _NeedsCarefulEncoder
         if len(v) == 1:
             for key, item in v.items():
-                return "{" + _encode_str(key) + ":" + _encode_fast(item) + "}"
-        fields = [_encode_str(key) + ":" + _encode_fast(v[key]) for key in _sorted_keys(v)]
+                return "{" + _encode_str(key) + ":" + _encode_fast(item, depth + 1) + "}"
+        inner = depth + 1
+        fields = [_encode_str(key) + ":" + _encode_fast(v[key], inner) for key in _sorted_keys(v)]
         return "{" + ",".join(fields) + "}"
     if t is list or t is tuple:
-        return "[" + ",".join([_encode_fast(item) for item in v]) + "]"
+        if depth > _MAX_DEPTH:
+            raise _NeedsCarefulEncoder
+        return "[" + ",".join([_encode_fast(item, depth + 1) for item in v]) + "]"
     if t is int:
         return str(v) if -_MAX_SAFE_INT <= v <= _MAX_SAFE_INT else _encode_number(v)
     if t is bool:
@@ -225,22 +235,25 @@ _ORJSON_OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 _SCALARS: Final = frozenset({str, int, bool, type(None)})
 
 
-def _is_plain(v: Any) -> bool:
-    """True when `v` holds no float and no key that sorts differently in UTF-16."""
+def _is_plain(v: Any, depth: int = 0) -> bool:
+    """True when `v` holds no float, no key that sorts differently in UTF-16 and no container
+    deeper than _MAX_DEPTH."""
     t = type(v)
     if t in _SCALARS:
         return True
+    if depth > _MAX_DEPTH:
+        return False
     if t is dict:
         for key, item in v.items():
             if type(key) is not str:
                 return False
             if not key.isascii() and _UTF16_ORDER_DIFFERS.search(key) is not None:
                 return False
-            if type(item) not in _SCALARS and not _is_plain(item):
+            if type(item) not in _SCALARS and not _is_plain(item, depth + 1):
                 return False
         return True
     if t is list or t is tuple:
-        return all(type(item) in _SCALARS or _is_plain(item) for item in v)
+        return all(type(item) in _SCALARS or _is_plain(item, depth + 1) for item in v)
     return False
 
 
@@ -250,7 +263,7 @@ def canonical_json_bytes(value: JSONLike) -> bytes:
         if _is_plain(value):
             return orjson.dumps(value, option=_ORJSON_OPTIONS)
     except (RecursionError, orjson.JSONEncodeError):
-        pass  # cycles, deep nesting, surrogates, unsafe integers: the encoders below
+        pass  # surrogates, unsafe integers, a caller's deep stack: the encoders below
     # Canonical JSON escapes lone surrogates, so the text always encodes.
     return _encode(value).encode()
 

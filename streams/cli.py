@@ -34,6 +34,7 @@ from loopguard_fleet.config.defaults import (
 from loopguard_fleet.config.policy import DETECTION_ON, read_policy_document
 from loopguard_fleet.config.policy_lint import policy_warnings
 from loopguard_fleet.config.settings import parse_names, setting_names
+from loopguard_fleet.detectors.engine import engine_build
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, SEMANTICS
 from loopguard_fleet.detectors.values import DEFAULT_CHANNEL_TOOLS
 from loopguard_fleet.streams.audit.explain import json_text
@@ -730,7 +731,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="on failure, show the traceback instead of one line",
     )
     p = _Parser(prog="loopguard", description=__doc__, parents=[common])
-    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    version = f"%(prog)s {package_version()} ({engine_build()} engine)"  # compiled: setup.py
+    p.add_argument("--version", action="version", version=version)
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser(

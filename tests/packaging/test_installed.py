@@ -88,7 +88,7 @@ def test_the_command_prints_its_version(installed: Installed, tmp_path: Path) ->
         [str(installed.bin / "loopguard"), "--version"],
         cwd=tmp_path, env=installed.env(), capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    assert out.strip() == f"loopguard {_version()}"
+    assert out.strip() == f"loopguard {_version()} (python engine)"  # the default wheel
 
 
 def _both(installed: Installed, tmp_path: Path, *argv: str) -> tuple[str, str]:

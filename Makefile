@@ -19,7 +19,7 @@ KAFKA_ONLY := tests/integration/test_kafka_broker.py tests/integration/test_secu
 	tests/chaos/test_kafka_faults.py
 
 .PHONY: install run demo test test-tansu test-kafka test-kafka-secure test-kafka-passes preflight prometheus kafka lint typecheck \
-	unit compiled test-compiled test-local bench bench-deps bench-quick bench-memory clean
+	unit compiled test-compiled test-local bench bench-compiled bench-deps bench-quick bench-memory clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -117,6 +117,11 @@ bench: kafka bench-deps  ## E and M against OpenClaw's module; O, the OTLP bridg
 	$(BIN)/python bench/latency.py --broker kafka
 	$(BIN)/python bench/policy_reload.py
 	$(BIN)/python bench/policy_reload.py --broker kafka
+
+bench-compiled: compiled bench-deps  ## E, M and P with the compiled engine (docs/performance.md, "The compiled engine")
+	PYTHONPATH=$(COMPILED) $(BIN)/python bench/engine.py
+	PYTHONPATH=$(COMPILED) $(BIN)/python bench/modern_runs.py
+	PYTHONPATH=$(COMPILED) $(BIN)/python bench/pipeline.py
 
 bench-memory: $(STAMP)  ## RSS per active run at 10,000 runs (~3 min)
 	$(BIN)/python bench/memory.py

@@ -4,8 +4,9 @@ No I/O, no clock, no logging. Input: a run's state and one event; output: the ne
 place) and a list of decisions.
 """
 
+from loopguard_fleet.detectors.build_info import engine_build
 from loopguard_fleet.detectors.compaction_guard import arm_guard, observe_guard
-from loopguard_fleet.detectors.engine import detect, detect_pair, engine_build
+from loopguard_fleet.detectors.engine import detect, detect_pair
 from loopguard_fleet.detectors.errors import (
     DetectorError,
     InvalidEvent,

@@ -26,13 +26,6 @@ from loopguard_fleet.detectors.tally import TALLY_FROM, Counts, tally_after_walk
 from loopguard_fleet.detectors.values import Record, Thresholds, ToolCall, Verdict
 
 BUCKET_SIZE = 10  # fixed by docs/semantics.md §7.3, whatever warningThreshold is
-
-
-def engine_build() -> str:
-    """ "compiled" when this is the mypyc-compiled engine (setup.py), else "python"."""
-    return "python" if __file__.endswith(".py") else "compiled"
-
-
 MAX_BUCKET_KEYS = 256
 
 

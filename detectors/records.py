@@ -6,6 +6,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Final
 
+from loopguard_fleet.detectors.build_info import COMPILED
 from loopguard_fleet.detectors.hashkeys import HashKey, hash_key, hash_text
 
 __all__ = ["Cells", "Record", "record_cells"]
@@ -15,7 +16,6 @@ _COMMON: Final[_Rare] = (None, None, None, None, False)
 # CPython makes a record fastest by `object.__new__` and setting its slots; the compiled engine
 # (setup.py) refuses that for its classes and makes one fastest by its constructor.
 _new_record = object.__new__
-_COMPILED: Final = not __file__.endswith(".py")
 
 
 class Record:
@@ -78,7 +78,7 @@ class Record:
     @classmethod
     def pending(cls, tool: str, args_hash: str, tool_call_id: str | None, seq: int) -> Record:
         """A pending record: a call without its outcome yet."""
-        if _COMPILED:
+        if COMPILED:
             return Record(tool, args_hash, tool_call_id, None, None, seq)
         rec = _new_record(cls)  # the slots set directly: this runs for every call
         rec.tool = tool
@@ -103,7 +103,7 @@ class Record:
         """A completed record of the configurable profile, its event id's `<prefix>` shared
         with the newest records of `history` (its run) that have the same one."""
         # The slots set directly: this runs for every outcome, and the keys are made already.
-        if _COMPILED:
+        if COMPILED:
             done = Record(tool, args_hash, None, result_key, unknown_tool_name, seq, event_id)
         else:
             done = _new_record(cls)
@@ -140,10 +140,7 @@ class Record:
         rare: _Rare | None,
     ) -> Record:
         """The record whose `record_cells` these are (detectors/packed.py keeps records so)."""
-        if _COMPILED:
-            rec = Record(tool, args_hash, None, result_key, None, seq)
-        else:
-            rec = _new_record(cls)
+        rec = Record(tool, args_hash, None, result_key, None, seq) if COMPILED else _new_record(cls)
         rec.tool = tool
         rec.args_hash = args_hash
         rec.result_key = result_key

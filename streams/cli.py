@@ -34,7 +34,7 @@ from loopguard_fleet.config.defaults import (
 from loopguard_fleet.config.policy import DETECTION_ON, read_policy_document
 from loopguard_fleet.config.policy_lint import policy_warnings
 from loopguard_fleet.config.settings import parse_names, setting_names
-from loopguard_fleet.detectors.engine import engine_build
+from loopguard_fleet.detectors.build_info import engine_build
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, SEMANTICS
 from loopguard_fleet.detectors.values import DEFAULT_CHANNEL_TOOLS
 from loopguard_fleet.streams.audit.explain import json_text

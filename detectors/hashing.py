@@ -81,6 +81,12 @@ def js_trim(s: str) -> str:
     return s.strip(_JS_WHITESPACE)
 
 
+# Called through a name, not as `s.lower()`: mypyc compiles the method call to a primitive that
+# lower-cases code point by code point and misses the final sigma ('ΑΣ' gives 'ασ', where
+# CPython and JavaScript give 'ας'); the compiled engine (docs/performance.md) must agree.
+_lower: Final = str.lower
+
+
 # Per-process caches of the two values every tool event recomputes (docs/performance.md,
 # "Our own per-event cost"): tool names are few, and a looping run repeats its arguments, so
 # most lookups hit. Both are bounded (emptied when full) and keyed by exactly what determines
@@ -90,10 +96,6 @@ _CACHE_ENTRIES: Final = 4096
 _CACHED_NAME_CHARS: Final = 128
 _CACHED_ARGS_BYTES: Final = 256
 _TOOL_NAMES: dict[str, str] = {}
-# Called through a name, not as `s.lower()`: mypyc compiles the method call to a primitive that
-# lower-cases code point by code point and misses the final sigma ('ΑΣ' gives 'ασ', where
-# CPython and JavaScript give 'ας'); the compiled engine (docs/performance.md) must agree.
-_lower: Final = str.lower
 _SIGNATURES: dict[tuple[str, str], str] = {}
 
 

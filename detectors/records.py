@@ -140,11 +140,14 @@ class Record:
         rare: _Rare | None,
     ) -> Record:
         """The record whose `record_cells` these are (detectors/packed.py keeps records so)."""
-        rec = Record(tool, args_hash, None, result_key, None, seq) if COMPILED else _new_record(cls)
-        rec.tool = tool
-        rec.args_hash = args_hash
-        rec.result_key = result_key
-        rec.seq = seq
+        if COMPILED:  # the constructor sets the four common slots
+            rec = Record(tool, args_hash, None, result_key, None, seq)
+        else:
+            rec = _new_record(cls)
+            rec.tool = tool
+            rec.args_hash = args_hash
+            rec.result_key = result_key
+            rec.seq = seq
         rec._eid = eid
         rec._rare = rare
         return rec
@@ -227,7 +230,7 @@ class Record:
 
     def __reduce__(self) -> tuple[Callable[..., Record], Cells]:
         # By its cells, as packed.py keeps it: a compiled record has no `__new__` without them.
-        return _from_cells, record_cells(self)
+        return Record.from_cells, record_cells(self)
 
     def __repr__(self) -> str:
         return (
@@ -245,15 +248,3 @@ Cells = tuple[str, str, HashKey | None, int, str | tuple[str] | None, _Rare | No
 record_cells: Callable[[Record], Cells] = attrgetter(
     "tool", "args_hash", "result_key", "seq", "_eid", "_rare"
 )
-
-
-def _from_cells(
-    tool: str,
-    args_hash: str,
-    result_key: HashKey | None,
-    seq: int,
-    eid: str | tuple[str] | None,
-    rare: _Rare | None,
-) -> Record:
-    """`Record.from_cells`, by a name pickle finds."""
-    return Record.from_cells(tool, args_hash, result_key, seq, eid, rare)

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+COMPILED = os.environ.get("LOOPGUARD_TEST_COMPILED") == "1"  # the pass's claim, checked below
 # The per-call path, and what tells the build; setup.py lists what stays interpreted.
 PER_CALL = [
     "build_info", "canonical", "engine", "hashing", "history", "history_2026_9", "outcome_facts",
@@ -18,16 +19,14 @@ PER_CALL = [
 @pytest.mark.parametrize("name", PER_CALL)
 def test_the_pass_runs_the_engine_it_names(name: str) -> None:
     module = importlib.import_module(f"loopguard_fleet.detectors.{name}")
-    compiled = os.environ.get("LOOPGUARD_TEST_COMPILED") == "1"
     path = module.__file__ or ""
-    assert path.endswith(".py") is not compiled, path
+    assert path.endswith(".py") is not COMPILED, path
 
 
 def test_the_engine_says_which_build_it_is() -> None:
     from loopguard_fleet.detectors import engine_build
 
-    compiled = os.environ.get("LOOPGUARD_TEST_COMPILED") == "1"
-    assert engine_build() == ("compiled" if compiled else "python")
+    assert engine_build() == ("compiled" if COMPILED else "python")
 
 
 def test_tool_names_lower_case_with_the_final_sigma() -> None:

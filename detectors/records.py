@@ -140,14 +140,11 @@ class Record:
         rare: _Rare | None,
     ) -> Record:
         """The record whose `record_cells` these are (detectors/packed.py keeps records so)."""
-        if COMPILED:  # the constructor sets the four common slots
-            rec = Record(tool, args_hash, None, result_key, None, seq)
-        else:
-            rec = _new_record(cls)
-            rec.tool = tool
-            rec.args_hash = args_hash
-            rec.result_key = result_key
-            rec.seq = seq
+        rec = Record(tool, args_hash, None, result_key, None, seq) if COMPILED else _new_record(cls)
+        rec.tool = tool
+        rec.args_hash = args_hash
+        rec.result_key = result_key
+        rec.seq = seq
         rec._eid = eid
         rec._rare = rare
         return rec

@@ -243,16 +243,26 @@ def _is_plain(v: Any, depth: int = 0) -> bool:
         return True
     if depth > _MAX_DEPTH:
         return False
+    # The containers in typed names: the compiled engine (setup.py) iterates a dict, list or
+    # tuple it knows by its own loops, an `Any` by the generic protocol.
     if t is dict:
-        for key, item in v.items():
+        obj: dict[Any, Any] = v
+        for key, item in obj.items():
             if type(key) is not str:
                 return False
-            if not key.isascii() and _UTF16_ORDER_DIFFERS.search(key) is not None:
+            name: str = key
+            if not name.isascii() and _UTF16_ORDER_DIFFERS.search(name) is not None:
                 return False
             if type(item) not in _SCALARS and not _is_plain(item, depth + 1):
                 return False
         return True
-    if t is list or t is tuple:
+    if t is list:
+        array: list[Any] = v
+        for item in array:
+            if type(item) not in _SCALARS and not _is_plain(item, depth + 1):
+                return False
+        return True
+    if t is tuple:
         return all(type(item) in _SCALARS or _is_plain(item, depth + 1) for item in v)
     return False
 

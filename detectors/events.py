@@ -21,8 +21,9 @@ TOOL_EVENTS = frozenset({"tool_call", "tool_result"})
 
 # Made for every input line: a frozen dataclass's guarded __init__ (object.__setattr__ per
 # field) cost 1.3 of the 1.7 µs it took to build one (docs/performance.md). Immutable by
-# contract, as ToolCall and Outcome are (detectors/values.py).
-@dataclass(slots=True, unsafe_hash=True)
+# contract, as ToolCall and Outcome are (detectors/values.py), and its __init__ written out as
+# theirs is (the compiled engine compiles no generated method).
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class Event:
     """One validated input event."""
 
@@ -34,6 +35,26 @@ class Event:
     call: ToolCall | None = None  # tool_call / tool_result
     outcome: Outcome | None = None  # tool_result
     want_verdict: bool = False
+
+    def __init__(
+        self,
+        type: EventType,
+        run_id: str,
+        event_id: str,
+        seq: int,
+        agent_id: str | None = None,
+        call: ToolCall | None = None,
+        outcome: Outcome | None = None,
+        want_verdict: bool = False,
+    ) -> None:
+        self.type = type
+        self.run_id = run_id
+        self.event_id = event_id
+        self.seq = seq
+        self.agent_id = agent_id
+        self.call = call
+        self.outcome = outcome
+        self.want_verdict = want_verdict
 
 
 def _opt_str(obj: Mapping[str, object], key: str) -> str | None:

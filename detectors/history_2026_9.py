@@ -21,7 +21,6 @@ from loopguard_fleet.detectors.values import Outcome, Record, Thresholds, ToolCa
 __all__ = ["record_facts", "record_veto"]
 
 _VETO: FactCells = (None, TOOL_LOOP_VETO, None, False, None)
-_NO_RARE = (None, None, None, None, False)  # a record's rare fields at their defaults
 
 
 def _is_echo(history: list[Record], tool_call_id: str | None) -> bool:
@@ -43,20 +42,25 @@ def _store(
 ) -> Record:
     key, kind, identity, no_progress, unknown = facts
     tool, ahash, tcid = call.tool, call.args_hash, call.tool_call_id
-    rare = (
-        tcid if kind == TOOL_LOOP_VETO else None,  # a veto keeps its id to know the block's echo
-        unknown,
-        kind,
-        None if identity is None else share(identity),  # runs share recurring identities
-        no_progress,
-    )
+    # Most outcomes have no rare fields: tested field by field rather than by building the
+    # tuple to compare it with the defaults.
+    if kind is None and unknown is None and identity is None and not no_progress:
+        rare: tuple[str | None, str | None, str | None, str | None, bool] | None = None
+    else:
+        rare = (
+            tcid if kind == TOOL_LOOP_VETO else None,  # a veto keeps its id to know the echo
+            unknown,
+            kind,
+            None if identity is None else share(identity),  # runs share recurring identities
+            no_progress,
+        )
     done = Record.from_cells(
         tool,
         ahash,
         None if key is None else share(key),  # and recurring hashes
         seq,
         event_id,
-        None if rare == _NO_RARE else rare,
+        rare,
     )
     history = state.history
     tally = state.tally

@@ -193,7 +193,9 @@ def _digest_key(value: JSONLike) -> bytes:
     """`outcome_digest`'s 32 raw bytes (its hash key, detectors/hashkeys.py)."""
     plain = canonical_json_bytes(value)
     # Without a marker start anywhere the canonicalised text and key order are the plain ones.
-    if _MARKER_BYTES not in plain:
+    # `find`, not `in`: `bytes in bytes` first tries the needle as an integer and formats the
+    # TypeError it then drops (~0.1 µs a test).
+    if plain.find(_MARKER_BYTES) < 0:
         return sha256(plain).digest()
     return sha256(_marker_json(value).encode("utf-8", "surrogatepass")).digest()
 
@@ -336,7 +338,8 @@ def fact_cells(
         return _digest_key(_strip_send_ids(details)), None, None, False, None
     # The configurable profile's rule 8, unless a marker needs canonicalising.
     details_json = canonical_json_bytes(details)
-    text_json = _text_json(text)
-    if _MARKER_BYTES in details_json or _MARKER_BYTES in text_json:
+    # The marker start holds no character JSON escapes: it is in the text's JSON exactly when
+    # it is in the text.
+    if _MARKER_START in text or details_json.find(_MARKER_BYTES) >= 0:
         return _digest_key({"details": details, "text": text}), None, None, False, None
-    return _details_text_key(details_json, text_json), None, None, False, None
+    return _details_text_key(details_json, _text_json(text)), None, None, False, None

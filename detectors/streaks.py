@@ -53,7 +53,7 @@ class HistoryRecord(Protocol):
     def no_progress(self) -> bool: ...
 
 
-def _records(history: Sequence[HistoryRecord]) -> Sequence[Record]:
+def _records(history: Sequence[HistoryRecord]) -> list[Record]:
     """Another history's records as `Record`s, their facts copied into them."""
     return [
         Record(
@@ -72,10 +72,10 @@ def _records(history: Sequence[HistoryRecord]) -> Sequence[Record]:
 
 # The walks read a record's outcome kind and failure identity from its `_rare` slot
 # (detectors/records.py) instead of through their properties: in a blocked loop every call
-# walks a window of vetoes, and a property read cost ~0.1 µs a record, most of the walk.
-def terminal_walk(
-    history: Sequence[Record], tool: str, args_hash: str
-) -> tuple[int, HashKey | None]:
+# walks a window of vetoes, and a property read cost ~0.1 µs a record, most of the walk. The
+# windows are typed as lists: the compiled engine (setup.py) indexes and reverses a list by
+# its own loop, any other sequence by the generic protocol.
+def terminal_walk(history: list[Record], tool: str, args_hash: str) -> tuple[int, HashKey | None]:
     """exec's terminal-failure streak: newest exec records failing with one identity."""
     streak = 0
     pending_vetoes = 0
@@ -125,8 +125,10 @@ def counts_2026_9(
     """(no-progress count, the streak's latest outcome's hash key, recent count) for a call of
     `tool`/`args_hash`, in one walk of the window (two for exec)."""
     # The engine's histories are Records already: tested here, without a call.
-    records: Sequence[Record] = (
-        history if not history or type(history[-1]) is Record else _records(history)  # type: ignore[assignment]
+    records: list[Record] = (
+        history
+        if type(history) is list and (not history or type(history[-1]) is Record)
+        else _records(history)
     )
     streak = 0
     pending_vetoes = 0

@@ -120,13 +120,18 @@ class ToolCall:
         self.action = action
         self.tool_call_id = tool_call_id or None
 
+    # The class named, not `cls`: the compiled engine (setup.py) calls its own constructor
+    # directly only so (these classes are not subclassed).
     @classmethod
     def of(cls, tool: str, args: JSON, tool_call_id: str | None = None) -> ToolCall:
         """Build a call from a raw tool name and raw arguments."""
-        return cls(tool, args, tool_call_id)
+        return ToolCall(tool, args, tool_call_id)
 
 
-@dataclass(slots=True, unsafe_hash=True)
+# __init__ written out for the compiled engine (setup.py): mypyc compiles a class's own
+# methods, not the ones the dataclass decorator generates at import, which ran interpreted
+# for every outcome and verdict.
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class Outcome:
     """What a call returned or raised; `kind` is result, error, pending or hashed."""
 
@@ -135,34 +140,46 @@ class Outcome:
     hash: str | None = None  # privacy mode: result_hash computed at the edge
     unknown_tool_name: str | None = None  # privacy mode
 
+    def __init__(
+        self,
+        kind: Literal["result", "error", "pending", "hashed"],
+        value: JSON | _Undefined = UNDEFINED,
+        hash: str | None = None,
+        unknown_tool_name: str | None = None,
+    ) -> None:
+        self.kind = kind
+        self.value = value
+        self.hash = hash
+        self.unknown_tool_name = unknown_tool_name
+
     @classmethod
     def result(cls, value: JSON | _Undefined = UNDEFINED) -> Outcome:
         """A returned value; an absent value means no result yet."""
         if value is UNDEFINED:
-            return cls("pending")
-        return cls("result", value)
+            return Outcome("pending")
+        return Outcome("result", value)
 
     @classmethod
     def error(cls, value: JSON | BaseException) -> Outcome:
         """A raised error: an exception, a message string, or any JSON value."""
         if isinstance(value, BaseException):
             value = str(value) or type(value).__name__
-        return cls("error", value)
+        return Outcome("error", value)
 
     @classmethod
     def pending(cls) -> Outcome:
         """No result yet: the call stays pending."""
-        return cls("pending")
+        return Outcome("pending")
 
     @classmethod
     def hashed(cls, result_hash: str | None, unknown_tool_name: str | None = None) -> Outcome:
         """An outcome already hashed at the edge (privacy mode)."""
-        return cls("hashed", hash=result_hash, unknown_tool_name=unknown_tool_name)
+        return Outcome("hashed", UNDEFINED, result_hash, unknown_tool_name)
 
 
 # Not frozen either, for the same reason: a looping run gets a verdict at every call, and the
-# frozen __init__ cost ~0.7 µs of it.
-@dataclass(slots=True, unsafe_hash=True)
+# frozen __init__ cost ~0.7 µs of it. __init__ written out as Outcome's is.
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class Verdict:
     """What the rolling detectors say about a call before it runs."""
 
@@ -173,6 +190,24 @@ class Verdict:
     warning_key: str
     paired_tool: str | None = None
     liveness_signal: str | None = None  # openclaw-2026.9: "argument_churn" on some warnings
+
+    def __init__(
+        self,
+        level: Level,
+        detector: str,
+        count: int,
+        message: str,
+        warning_key: str,
+        paired_tool: str | None = None,
+        liveness_signal: str | None = None,
+    ) -> None:
+        self.level = level
+        self.detector = detector
+        self.count = count
+        self.message = message
+        self.warning_key = warning_key
+        self.paired_tool = paired_tool
+        self.liveness_signal = liveness_signal
 
 
 @dataclass(frozen=True, slots=True)

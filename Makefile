@@ -70,8 +70,9 @@ unit: $(STAMP)  ## tests that need no broker
 COMPILED := build/compiled
 compiled: $(STAMP)  ## the mypyc-compiled engine, unpacked into build/compiled (~30 s)
 	rm -rf $(COMPILED) && mkdir -p $(COMPILED)
-	flock build/dists.lock env LOOPGUARD_COMPILE=1 $(BIN)/pip wheel -q --no-build-isolation \
-	  --no-deps -w $(COMPILED)/wheel .
+	# setuptools' build tree would carry an earlier build's shared library into the wheel.
+	flock build/dists.lock sh -c 'rm -rf build/lib.* build/bdist.* && \
+	  LOOPGUARD_COMPILE=1 $(BIN)/pip wheel -q --no-build-isolation --no-deps -w $(COMPILED)/wheel .'
 	cd $(COMPILED) && $(abspath $(BIN))/python -m zipfile -e wheel/*.whl .
 
 test-compiled: compiled  ## the verdict suites against the compiled engine (the sources stay the reference)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from loopguard_fleet.detectors.errors import InvalidEvent
 from loopguard_fleet.detectors.values import JSON, Outcome, ToolCall
@@ -57,7 +57,11 @@ class Event:
         self.want_verdict = want_verdict
 
 
-def _opt_str(obj: Mapping[str, object], key: str) -> str | None:
+# Built once: `isinstance(x, str | int | float)` builds its union at every call.
+_TS_TYPES: Final = (str, int, float)
+
+
+def _opt_str(obj: dict[str, object], key: str) -> str | None:
     value = obj.get(key)
     if value is None:
         return None
@@ -69,11 +73,14 @@ def _opt_str(obj: Mapping[str, object], key: str) -> str | None:
 def parse_event(obj: object) -> Event:
     """Validate one decoded wire event; raises InvalidEvent with a short reason code."""
     # Every check written out (no helper call per field): this runs once per input line.
-    if type(obj) is not dict and not isinstance(obj, Mapping):
-        raise InvalidEvent(
-            "not_an_object", f"event must be a JSON object, got {type(obj).__name__}"
-        )
-    get = obj.get
+    if type(obj) is not dict:
+        if not isinstance(obj, Mapping):
+            raise InvalidEvent(
+                "not_an_object", f"event must be a JSON object, got {type(obj).__name__}"
+            )
+        obj = dict(obj)  # read as a dict: the compiled engine reads a dict by its own lookups
+    fields: dict[str, object] = obj
+    get = fields.get
     etype = get("type")
     if etype not in EVENT_TYPES:
         raise InvalidEvent(
@@ -94,21 +101,21 @@ def parse_event(obj: object) -> Event:
             "invalid_field", f"agent_id must be a string, got {type(agent_id).__name__}"
         )
     ts = get("ts")
-    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, str | int | float)):
+    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, _TS_TYPES)):
         raise InvalidEvent("invalid_field", "ts must be an RFC 3339 string or epoch milliseconds")
     if etype == "tool_call":
-        call = _parse_call(obj)
+        call = _parse_call(fields)
         want = get("want_verdict", False)
         if not isinstance(want, bool):
             raise InvalidEvent("invalid_field", "want_verdict must be a boolean")
         return Event(etype, run_id, event_id, seq, agent_id, call, None, want)
     if etype == "tool_result":
-        call = _parse_call(obj)
-        return Event(etype, run_id, event_id, seq, agent_id, call, _parse_outcome(obj))
+        call = _parse_call(fields)
+        return Event(etype, run_id, event_id, seq, agent_id, call, _parse_outcome(fields))
     return Event(etype, run_id, event_id, seq, agent_id)
 
 
-def _parse_call(obj: Mapping[str, object]) -> ToolCall:
+def _parse_call(obj: dict[str, object]) -> ToolCall:
     tool = obj.get("tool")
     if not isinstance(tool, str):
         raise InvalidEvent("invalid_tool", "tool must be a string")
@@ -127,7 +134,7 @@ def _parse_call(obj: Mapping[str, object]) -> ToolCall:
     return ToolCall(tool, tool_call_id=tcid, args_hash=ahash, action=action)
 
 
-def _parse_outcome(obj: Mapping[str, object]) -> Outcome:
+def _parse_outcome(obj: dict[str, object]) -> Outcome:
     if "result_hash" in obj:
         rhash = _opt_str(obj, "result_hash")
         return Outcome.hashed(rhash or None, _opt_str(obj, "unknown_tool_name"))

@@ -26,6 +26,7 @@ from loopguard_fleet.detectors.records import Record
 __all__ = [
     "VETO",
     "HistoryRecord",
+    "as_records",
     "counts_2026_9",
     "no_progress_2026_9",
     "recent_count",
@@ -53,8 +54,12 @@ class HistoryRecord(Protocol):
     def no_progress(self) -> bool: ...
 
 
-def _records(history: Sequence[HistoryRecord]) -> list[Record]:
-    """Another history's records as `Record`s, their facts copied into them."""
+def as_records(history: Sequence[HistoryRecord]) -> list[Record]:
+    """The history as a list of `Record`s: the engine's own window as is, another's records
+    copied into `Record`s with their facts (the compiled engine reads a record's slots only
+    so; setup.py)."""
+    if type(history) is list and (not history or type(history[-1]) is Record):
+        return history
     return [
         Record(
             r.tool,
@@ -124,12 +129,7 @@ def counts_2026_9(
 ) -> tuple[int, HashKey | None, int]:
     """(no-progress count, the streak's latest outcome's hash key, recent count) for a call of
     `tool`/`args_hash`, in one walk of the window (two for exec)."""
-    # The engine's histories are Records already: tested here, without a call.
-    records: list[Record] = (
-        history
-        if type(history) is list and (not history or type(history[-1]) is Record)
-        else _records(history)
-    )
+    records = as_records(history)
     streak = 0
     pending_vetoes = 0
     latest: HashKey | None = None

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loopguard_fleet.detectors.hashkeys import HashKey
-from loopguard_fleet.detectors.streaks import HistoryRecord
+from loopguard_fleet.detectors.streaks import HistoryRecord, as_records
 from loopguard_fleet.detectors.values import Thresholds, ToolCall, Verdict
 
 DETECTOR = "argument_churn"
@@ -27,9 +27,10 @@ MIN_STABLE_CALLS = 3  # per variant; fixed in OpenClaw 2026.9
 
 def churn(history: Sequence[HistoryRecord], tool: str, args_hash: str) -> tuple[int, int]:
     """(count, stable variants) of argument churn for the current call; (0, 0) when none."""
+    records = as_records(history)
     outcomes: dict[str, tuple[HashKey, int]] = {}  # args hash → (first outcome key, count)
-    for i in range(len(history) - 1, -1, -1):
-        rec = history[i]
+    for i in range(len(records) - 1, -1, -1):
+        rec = records[i]
         if rec.tool != tool:
             break
         rhash = rec.result_key

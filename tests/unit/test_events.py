@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -128,3 +129,8 @@ def test_the_published_schema_accepts_exactly_what_the_engine_accepts(event: dic
     if event.get("type") in ("tool_call", "tool_result") and "args" not in event:
         schema_ok = False  # the schema cannot say "args or args_hash"; documented in its text
     assert engine_ok == schema_ok
+
+
+def test_a_mapping_that_is_not_a_dict_parses_as_the_dict_does() -> None:
+    event = {**BASE, "type": "tool_result", "tool": "Read", "args": {"p": 1}, "result": "ok"}
+    assert parse_event(MappingProxyType(event)) == parse_event(event)

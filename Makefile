@@ -75,9 +75,9 @@ compiled: $(STAMP)  ## the mypyc-compiled engine, unpacked into build/compiled (
 	  LOOPGUARD_COMPILE=1 $(BIN)/pip wheel -q --no-build-isolation --no-deps -w $(COMPILED)/wheel .'
 	cd $(COMPILED) && $(abspath $(BIN))/python -m zipfile -e wheel/*.whl .
 
-test-compiled: compiled  ## the verdict suites against the compiled engine (the sources stay the reference)
+test-compiled: compiled  ## the verdict suites, and a worker on Tansu, against the compiled engine (the sources stay the reference)
 	time LOOPGUARD_TEST_COMPILED=1 PYTHONPATH=$(COMPILED) $(BIN)/pytest -q -p no:cacheprovider \
-	  tests/unit tests/property tests/golden tests/differential
+	  tests/unit tests/property tests/golden tests/differential tests/integration/test_worker.py
 
 test-tansu: $(STAMP)  ## every test, the broker ones on the embedded Tansu
 	time $(BIN)/pytest -q --durations=15 $(addprefix --ignore=,$(KAFKA_ONLY))

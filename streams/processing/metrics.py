@@ -17,6 +17,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from loopguard_fleet.detectors.build_info import engine_build
+
 __all__ = [
     "CONTENT_TYPE_LATEST",
     "EVENT_TYPES",
@@ -143,6 +145,13 @@ class Metrics:
             ["version"],
             registry=r,
         )
+        self.engine_info = Gauge(
+            "loopguard_engine_info",
+            "1 for the engine build this worker runs: python, or compiled (setup.py).",
+            ["engine"],
+            registry=r,
+        )
+        self.engine_info.labels(engine=engine_build()).set(1)
         # Fleet signals (docs/fleet.md): no signature or tool label, so cardinality stays fixed.
         self.fleet_firing = Gauge(
             "loopguard_fleet_signatures_firing",

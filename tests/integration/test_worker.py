@@ -8,6 +8,7 @@ web port, and compares the control topic with what the engine itself decides for
 from __future__ import annotations
 
 import asyncio
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -262,6 +263,9 @@ async def test_metrics_and_healthz_are_served_on_the_web_port(
     )
     assert "loopguard_runs_active 1.0" in body
     assert "loopguard_duplicates_total 0.0" in body
+    # The compiled pass (make test-compiled) runs this worker on the compiled engine.
+    engine = "compiled" if os.environ.get("LOOPGUARD_TEST_COMPILED") == "1" else "python"
+    assert f'loopguard_engine_info{{engine="{engine}"}} 1.0' in body
 
 
 async def test_a_worker_with_other_channel_tools_replays_equal_with_the_channel_tools_flag(

@@ -108,14 +108,16 @@ test-kafka-passes: kafka  ## the Kafka pass, then the secured one
 bench-deps:
 	@test -d tests/differential/node_modules/openclaw || (cd tests/differential && npm ci --ignore-scripts --no-audit --no-fund)
 
-bench: kafka bench-deps  ## E and M against OpenClaw's module; O, the OTLP bridge; P, L and the policy reload on Tansu and on Apache Kafka (P on Kafka also exactly-once)
+bench: kafka bench-deps compiled  ## E and M against OpenClaw's module (from the sources and compiled); O, the OTLP bridge; P, L and the policy reload on Tansu and on Apache Kafka (P on Kafka also exactly-once)
 	$(BIN)/python bench/engine.py
+	PYTHONPATH=$(COMPILED) $(BIN)/python bench/engine.py
 	$(BIN)/python bench/modern_runs.py
+	PYTHONPATH=$(COMPILED) $(BIN)/python bench/modern_runs.py
 	$(BIN)/python bench/otlp_bridge.py --with-p
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/pipeline.py --broker kafka --exactly-once
-	$(BIN)/python bench/latency.py
-	$(BIN)/python bench/latency.py --broker kafka
+	$(BIN)/python bench/latency.py --seconds 30
+	$(BIN)/python bench/latency.py --broker kafka --seconds 30
 	$(BIN)/python bench/policy_reload.py
 	$(BIN)/python bench/policy_reload.py --broker kafka
 

@@ -243,8 +243,8 @@ def _is_plain(v: Any, depth: int = 0) -> bool:
         return True
     if depth > _MAX_DEPTH:
         return False
-    # The containers in typed names: the compiled engine (setup.py) iterates a dict, list or
-    # tuple it knows by its own loops, an `Any` by the generic protocol.
+    # The containers in typed names: the compiled engine (setup.py) iterates a dict or list it
+    # knows by its own loops, an `Any` by the generic protocol.
     if t is dict:
         obj: dict[Any, Any] = v
         for key, item in obj.items():
@@ -256,14 +256,12 @@ def _is_plain(v: Any, depth: int = 0) -> bool:
             if type(item) not in _SCALARS and not _is_plain(item, depth + 1):
                 return False
         return True
-    if t is list:
-        array: list[Any] = v
+    if t is list or t is tuple:
+        array: list[Any] = v if t is list else list(v)  # tuples are rare (no JSON decodes one)
         for item in array:
             if type(item) not in _SCALARS and not _is_plain(item, depth + 1):
                 return False
         return True
-    if t is tuple:
-        return all(type(item) in _SCALARS or _is_plain(item, depth + 1) for item in v)
     return False
 
 

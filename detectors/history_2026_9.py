@@ -13,6 +13,7 @@ the echo of that block â€” a veto result with the vetoed call's `tool_call_id` â
 from __future__ import annotations
 
 from loopguard_fleet.detectors.outcome_facts import TOOL_LOOP_VETO, FactCells, fact_cells
+from loopguard_fleet.detectors.records import Rare
 from loopguard_fleet.detectors.sharing import share
 from loopguard_fleet.detectors.state import RunState
 from loopguard_fleet.detectors.tally import trim
@@ -45,7 +46,7 @@ def _store(
     # Most outcomes have no rare fields: tested field by field rather than by building the
     # tuple to compare it with the defaults.
     if kind is None and unknown is None and identity is None and not no_progress:
-        rare: tuple[str | None, str | None, str | None, str | None, bool] | None = None
+        rare: Rare | None = None
     else:
         rare = (
             tcid if kind == TOOL_LOOP_VETO else None,  # a veto keeps its id to know the echo

@@ -9,10 +9,10 @@ from typing import Final
 from loopguard_fleet.detectors.build_info import COMPILED
 from loopguard_fleet.detectors.hashkeys import HashKey, hash_key, hash_text
 
-__all__ = ["Cells", "Record", "record_cells"]
+__all__ = ["Cells", "Rare", "Record", "record_cells"]
 
-_Rare = tuple[str | None, str | None, str | None, str | None, bool]
-_COMMON: Final[_Rare] = (None, None, None, None, False)
+Rare = tuple[str | None, str | None, str | None, str | None, bool]
+_COMMON: Final[Rare] = (None, None, None, None, False)
 # CPython makes a record fastest by `object.__new__` and setting its slots; the compiled engine
 # (setup.py) refuses that for its classes and makes one fastest by its constructor.
 _new_record = object.__new__
@@ -52,7 +52,7 @@ class Record:
     result_key: HashKey | None
     seq: int
     _eid: str | tuple[str] | None  # the event id, or (its prefix,) when it ends in str(seq)
-    _rare: _Rare | None
+    _rare: Rare | None
 
     def __init__(
         self,
@@ -137,7 +137,7 @@ class Record:
         result_key: HashKey | None,
         seq: int,
         eid: str | tuple[str] | None,
-        rare: _Rare | None,
+        rare: Rare | None,
     ) -> Record:
         """The record whose `record_cells` these are (detectors/packed.py keeps records so)."""
         rec = Record(tool, args_hash, None, result_key, None, seq) if COMPILED else _new_record(cls)
@@ -241,7 +241,7 @@ class Record:
 
 # A record's slots as they are, for detectors/packed.py: (tool, args_hash, result_key, seq, the
 # event id or `(prefix,)`, the five rare fields or None); `Record.from_cells` takes them back.
-Cells = tuple[str, str, HashKey | None, int, str | tuple[str] | None, _Rare | None]
+Cells = tuple[str, str, HashKey | None, int, str | tuple[str] | None, Rare | None]
 record_cells: Callable[[Record], Cells] = attrgetter(
     "tool", "args_hash", "result_key", "seq", "_eid", "_rare"
 )

@@ -68,7 +68,7 @@ unit: $(STAMP)  ## tests that need no broker
 # benchmarks put it first on the path. Built in the checkout, as tests/packaging/dists.py
 # builds, so under its lock: the egg-info is written there.
 COMPILED := build/compiled
-compiled: $(STAMP)  ## the mypyc-compiled engine, unpacked into build/compiled (~30 s)
+compiled: $(STAMP)  ## the mypyc-compiled engine and processing core, unpacked into build/compiled (~85 s)
 	rm -rf $(COMPILED) && mkdir -p $(COMPILED)
 	# setuptools' build tree would carry an earlier build's shared library into the wheel.
 	flock build/dists.lock sh -c 'rm -rf build/lib.* build/bdist.* && \

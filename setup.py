@@ -1,6 +1,7 @@
-"""The compiled engine: with LOOPGUARD_COMPILE=1, a wheel build compiles the per-call engine
-modules with mypyc (docs/performance.md, "The compiled engine"); without it, the wheel is pure
-Python. Everything else about the package is in pyproject.toml.
+"""The compiled engine: with LOOPGUARD_COMPILE=1, a wheel build compiles the modules on the
+per-event path (the engine and the processing core that drives it) with mypyc
+(docs/performance.md, "The compiled engine"); without it, the wheel is pure Python.
+Everything else about the package is in pyproject.toml.
 
     LOOPGUARD_COMPILE=1 pip install --no-build-isolation .   # needs mypy, a C compiler, Python.h
 
@@ -17,31 +18,45 @@ from typing import Any
 
 from setuptools import setup
 
-# Left interpreted: `errors` (its exceptions are subclassed together with built-in exceptions,
-# which a compiled class's layout forbids), the package `__init__`s and the fleet windows (not
-# on the per-call path).
+# Left interpreted among them: `errors` (its exceptions are subclassed together with built-in
+# exceptions, which a compiled class's layout forbids) and the package `__init__`s.
 INTERPRETED = {"__init__.py", "errors.py"}
 STAGE = Path("build") / "mypyc-src"
+# The modules on the per-event path, as the package installs them (the staging tree below):
+# the engine, and the processing core that replay and the worker drive it through. The worker's
+# Faust glue (streams/worker/) stays interpreted: it patches and subclasses Faust's classes.
+COMPILED = (
+    "detectors/*.py",
+    "detectors/rules/*.py",
+    "detectors/fleet/*.py",
+    "streams/processing/driver.py",
+    "streams/processing/hot.py",
+    "streams/processing/partition.py",
+    "streams/processing/stored.py",
+    "streams/wire/codec.py",
+    "streams/audit/replay.py",
+)
 
 
 def compiled_modules() -> list[Any]:
-    """The mypyc extensions of the per-call engine, when LOOPGUARD_COMPILE=1."""
+    """The mypyc extensions of the per-event modules, when LOOPGUARD_COMPILE=1."""
     if os.environ.get("LOOPGUARD_COMPILE") != "1":
         return []
     from mypyc.build import mypycify
 
-    # mypy names a module by its path: a link tree lays detectors/ out as it is installed, so
-    # the extensions are loopguard_fleet.detectors.*, as pyproject's package-dir maps them.
+    # mypy names a module by its path: a link tree lays detectors/ and streams/ out as they are
+    # installed, so the extensions are loopguard_fleet.*, as pyproject's package-dir maps them.
     root = Path(__file__).resolve().parent
     package = STAGE / "loopguard_fleet"
     package.mkdir(parents=True, exist_ok=True)
-    link = package / "detectors"
-    if not link.is_symlink():
-        link.symlink_to(root / "detectors", target_is_directory=True)
+    for folder in ("detectors", "streams"):
+        link = package / folder
+        if not link.is_symlink():
+            link.symlink_to(root / folder, target_is_directory=True)
     sources = sorted(
         str(path)
-        for folder in (link, link / "rules")
-        for path in folder.glob("*.py")
+        for pattern in COMPILED
+        for path in package.glob(pattern)
         if path.name not in INTERPRETED
     )
     # A minimal configuration: the package's own (pyproject) loads the pydantic plugin, which

@@ -86,6 +86,11 @@ class Rejected:
     reason: str
     detail: str
 
+    def __reduce__(self) -> tuple[type[Rejected], tuple[int, str, str]]:
+        """Pickled by its fields (a replay shard sends it to the parent): compiled, the
+        default restores a frozen class by assigning its fields, which it refuses."""
+        return Rejected, (self.line, self.reason, self.detail)
+
 
 LineResult = list[Decision] | Rejected  # what `Replayer.feed_line` gives for one line
 

@@ -46,7 +46,8 @@ def encode(obj: dict[str, Any]) -> bytes:
     return dumps(obj)
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# The range built from code points: mypyc compiles no string literal holding a surrogate.
+_LONE_SURROGATE = re.compile(f"[{chr(0xD800)}-{chr(0xDFFF)}]")
 
 
 def run_key(run_id: str) -> bytes:

@@ -8,7 +8,6 @@ web port, and compares the control topic with what the engine itself decides for
 from __future__ import annotations
 
 import asyncio
-import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from aiokafka import AIOKafkaProducer
 from loopguard_fleet.config import load_policy
 from loopguard_fleet.detectors import RunState, parse_event, process_event
 from loopguard_fleet.streams.cli import main
+from tests.passes import COMPILED
 from tests.worker_process import WorkerLauncher, WorkerProcess
 
 from .conftest import (
@@ -264,7 +264,7 @@ async def test_metrics_and_healthz_are_served_on_the_web_port(
     assert "loopguard_runs_active 1.0" in body
     assert "loopguard_duplicates_total 0.0" in body
     # The compiled pass (make test-compiled) runs this worker on the compiled engine.
-    engine = "compiled" if os.environ.get("LOOPGUARD_TEST_COMPILED") == "1" else "python"
+    engine = "compiled" if COMPILED else "python"
     assert f'loopguard_engine_info{{engine="{engine}"}} 1.0' in body
 
 

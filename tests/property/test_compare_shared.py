@@ -104,24 +104,22 @@ def test_calls_in_flight_compare_alike_and_are_shared_again_only_when_equal(
     from loopguard_fleet.streams.audit import compare as module
 
     rejoined: list[bool] = []  # per re-sharing: were the two states equal?
-    original = module._Shared.__init__
+    original = module._Shared.rejoin
 
-    def spy(self: Any, first: Any, second: Any) -> None:
-        original(self, first, second)
-        drop = second.drop
-
-        def drop_spied(run_id: str) -> None:
-            rejoined.append(first.live_run(run_id).state == second.live_run(run_id).state)
-            drop(run_id)
-
-        second.drop = drop_spied
+    def spy(self: Any, ev: Any) -> None:
+        run_id = ev.run_id
+        forked = run_id in self.forked
+        equal = forked and self.first.live_run(run_id).state == self.second.live_run(run_id).state
+        original(self, ev)
+        if forked and run_id not in self.forked:
+            rejoined.append(equal)
 
     current = _policy(warningThreshold=4, criticalThreshold=9)
-    module._Shared.__init__ = spy  # type: ignore[method-assign]
+    module._Shared.rejoin = spy  # type: ignore[method-assign]
     try:
         _both(current, _policy(**candidate), _overlapping(40))
     finally:
-        module._Shared.__init__ = original  # type: ignore[method-assign]
+        module._Shared.rejoin = original  # type: ignore[method-assign]
     assert rejoined and all(rejoined)
 
 
@@ -133,28 +131,25 @@ def test_a_lower_threshold_forks_only_the_runs_it_changes_and_shares_them_again(
 
     shared: list[Any] = []
     ever_forked: set[str] = set()
-    original = module._Shared.__init__
+    original = module._Shared.holds
 
-    def spy(self: Any, first: Any, second: Any) -> None:
-        original(self, first, second)
-        shared.append(self)
-        adopt = second.adopt
-
-        def adopt_spied(run_id: str, run: Any) -> None:
-            ever_forked.add(run_id)
-            adopt(run_id, run)
-
-        second.adopt = adopt_spied
+    def spy(self: Any, ev: Any) -> bool:
+        if not shared:
+            shared.append(self)
+        held: bool = original(self, ev)
+        if ev.run_id in self.forked:
+            ever_forked.add(ev.run_id)
+        return held
 
     lines = [orjson.dumps(ev) for ev in fleet_events(60, seed=3, stuck_calls=25)]
     runs = {json.loads(line)["run_id"] for line in lines}
-    module._Shared.__init__ = spy  # type: ignore[method-assign]
+    module._Shared.holds = spy  # type: ignore[method-assign]
     try:
         report = compare(
             load_policy(_policy()), load_policy(_policy(criticalThreshold=12)), enumerate(lines)
         ).to_json()
     finally:
-        module._Shared.__init__ = original  # type: ignore[method-assign]
+        module._Shared.holds = original  # type: ignore[method-assign]
     changed = {r["run_id"] for r in report["stopped_runs"] if r["delta_calls"] != 0}
     assert changed and changed <= ever_forked
     assert len(ever_forked) < len(runs)

@@ -4,21 +4,27 @@
 from __future__ import annotations
 
 import importlib
-import os
 
 import pytest
 
-COMPILED = os.environ.get("LOOPGUARD_TEST_COMPILED") == "1"  # the pass's claim, checked below
-# The per-call path, and what tells the build; setup.py lists what stays interpreted.
-PER_CALL = [
-    "build_info", "canonical", "engine", "hashing", "history", "history_2026_9", "outcome_facts",
-    "process", "records", "tally",
+from tests.passes import COMPILED
+
+# The per-event path, and what tells the build; setup.py lists what is compiled.
+PER_EVENT = [
+    *(f"detectors.{name}" for name in (
+        "build_info", "canonical", "engine", "hashing", "history", "history_2026_9",
+        "outcome_facts", "process", "records", "tally", "fleet.signature",
+    )),
+    *(f"streams.{name}" for name in (
+        "processing.driver", "processing.hot", "processing.partition", "processing.stored",
+        "wire.codec", "audit.replay",
+    )),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("name", PER_CALL)
+@pytest.mark.parametrize("name", PER_EVENT)
 def test_the_pass_runs_the_engine_it_names(name: str) -> None:
-    module = importlib.import_module(f"loopguard_fleet.detectors.{name}")
+    module = importlib.import_module(f"loopguard_fleet.{name}")
     path = module.__file__ or ""
     assert path.endswith(".py") is not COMPILED, path
 

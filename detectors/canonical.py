@@ -18,7 +18,7 @@ import orjson
 from loopguard_fleet.detectors.errors import DetectorError
 from loopguard_fleet.detectors.values import UNDEFINED, _Undefined
 
-__all__ = ["JSONLike", "canonical_json", "canonical_json_bytes", "js_number_text"]
+__all__ = ["SURROGATE", "JSONLike", "canonical_json", "canonical_json_bytes", "js_number_text"]
 
 # What canonical JSON accepts: JSON plus JavaScript's undefined, tuples and other mappings and
 # sequences (written as objects and arrays). Mapping and Sequence make JSON values fit as is.
@@ -29,7 +29,8 @@ JSONLike: TypeAlias = (
 _MAX_SAFE_INT: Final = 2**53
 _INF: Final = float("inf")
 # The surrogates by chr(): mypyc (setup.py) cannot compile a literal that holds one.
-_SURROGATE: Final = re.compile(f"[{chr(0xD800)}-{chr(0xDFFF)}]")
+#: Any surrogate code point (a lone one, or half of a pair written as two code points).
+SURROGATE: Final = re.compile(f"[{chr(0xD800)}-{chr(0xDFFF)}]")
 _SURROGATE_PAIR: Final = re.compile(f"[{chr(0xD800)}-{chr(0xDBFF)}][{chr(0xDC00)}-{chr(0xDFFF)}]")
 # Code points from U+D800 up sort differently by UTF-16 unit than by code point.
 _UTF16_ORDER_DIFFERS: Final = re.compile(f"[{chr(0xD800)}-{chr(0x10FFFF)}]")
@@ -51,10 +52,10 @@ def _escape_surrogate(match: re.Match[str]) -> str:
 
 def _encode_str(s: str) -> str:
     """JSON.stringify(s): the C encoder matches JavaScript except for surrogates."""
-    if s.isascii() or _SURROGATE.search(s) is None:
+    if s.isascii() or SURROGATE.search(s) is None:
         return encode_basestring(s)
     # A pair is one astral character in JavaScript; a lone surrogate is escaped.
-    return _SURROGATE.sub(_escape_surrogate, encode_basestring(_SURROGATE_PAIR.sub(_join_pair, s)))
+    return SURROGATE.sub(_escape_surrogate, encode_basestring(_SURROGATE_PAIR.sub(_join_pair, s)))
 
 
 def _utf16_units(key: str) -> bytes:

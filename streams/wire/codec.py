@@ -7,9 +7,9 @@ read and written as JavaScript does (`detectors.jsjson`, docs/wire-format.md).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from loopguard_fleet.detectors.canonical import SURROGATE
 from loopguard_fleet.detectors.jsjson import NotJSON, dumps, loads
 from loopguard_fleet.streams.errors import StreamError
 
@@ -46,14 +46,10 @@ def encode(obj: dict[str, Any]) -> bytes:
     return dumps(obj)
 
 
-# The range built from code points: mypyc compiles no string literal holding a surrogate.
-_LONE_SURROGATE = re.compile(f"[{chr(0xD800)}-{chr(0xDFFF)}]")
-
-
 def run_key(run_id: str) -> bytes:
     """The Kafka key of a run: its id in UTF-8, a lone surrogate as U+FFFD, as a JavaScript
     producer encodes strings (Buffer.from / TextEncoder), so every client keys a run alike."""
     try:
         return run_id.encode("utf-8")
     except UnicodeEncodeError:
-        return _LONE_SURROGATE.sub("\ufffd", run_id).encode("utf-8")
+        return SURROGATE.sub("\ufffd", run_id).encode("utf-8")

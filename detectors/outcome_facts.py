@@ -17,7 +17,9 @@ from hashlib import sha256
 from typing import Final, Literal
 
 from loopguard_fleet.detectors.canonical import (
+    _MAX_DEPTH,
     JSONLike,
+    _sorted_keys,
     canonical_json,
     canonical_json_bytes,
     js_number_text,
@@ -129,8 +131,55 @@ def canonical_markers(text: str) -> str:
     return _MARKER_SPAN.sub(_canonical_span, text)
 
 
+# The same span in canonical JSON's UTF-8 (below, `_digest_key`).
+_MARKER_SPAN_BYTES: Final = re.compile(_MARKER_SPAN.pattern.encode())
+_QUOTE_RUN_BYTES: Final = re.compile(_QUOTE_RUN.pattern.encode())
+_CANONICAL_ID_BYTES: Final = _CANONICAL_ID.encode()
+
+
+def _canonical_span_bytes(match: re.Match[bytes]) -> bytes:
+    escapes = len(match.group(2))
+    body = match.group(4)
+    if escapes & (escapes + 1):
+        return match.group(0)
+    if any(len(q.group(0)) % (escapes + 1) for q in _QUOTE_RUN_BYTES.finditer(body)):
+        return match.group(0)
+    return match.group(1) + _CANONICAL_ID_BYTES + body + _CANONICAL_ID_BYTES + match.group(5)
+
+
+def _keys_reorder(value: object, depth: int = 0) -> bool:
+    """True when canonicalising markers in object keys anywhere in `value` would reorder an
+    object's keys (or it nests too deep to tell: the careful walk below takes it)."""
+    if depth > _MAX_DEPTH:
+        return True
+    if type(value) is dict:
+        obj: dict[object, object] = value  # type: ignore[assignment]
+        marked = False
+        for key, item in obj.items():
+            if not isinstance(key, str):
+                return True
+            if _MARKER_START in key:
+                marked = True
+            if _keys_reorder(item, depth + 1):
+                return True
+        if not marked:
+            return False
+        keys: dict[str, object] = obj  # type: ignore[assignment]
+        # Canonical JSON's order against the walk's (by the canonical key first).
+        return _sorted_keys(keys) != sorted(keys, key=_marker_order)
+    if type(value) is list or type(value) is tuple:
+        items: list[object] | tuple[object, ...] = value  # type: ignore[assignment]
+        return any(_keys_reorder(item, depth + 1) for item in items)
+    return isinstance(value, Mapping)  # another mapping's keys: the careful walk
+
+
 def _utf16(s: str) -> bytes:
     return s.encode("utf-16-be", "surrogatepass")
+
+
+def _marker_order(key: str) -> tuple[bytes, bytes]:
+    """An object key's place in `_marker_json`: by its canonical form, ties by itself."""
+    return _utf16(canonical_markers(key)), _utf16(key)
 
 
 def _marker_json(root: JSONLike) -> str:
@@ -160,15 +209,13 @@ def _marker_json(root: JSONLike) -> str:
         stack.append((2, id(item)))
         if isinstance(item, Mapping):
             # Ordered by the canonical key, ties by the raw key (both as UTF-16 units).
-            keys = sorted(
-                ((canonical_markers(k), k) for k in item),
-                key=lambda pair: (_utf16(pair[0]), _utf16(pair[1])),
-            )
+            keys = sorted(item, key=_marker_order)
             stack.append((1, "}"))
             for index in range(len(keys) - 1, -1, -1):
-                shown, raw = keys[index]
+                raw = keys[index]
                 stack.append((0, item[raw]))
-                stack.append((1, ("," if index else "") + canonical_json(shown) + ":"))
+                shown = canonical_json(canonical_markers(raw))
+                stack.append((1, ("," if index else "") + shown + ":"))
             out.append("{")
         else:
             seq: list[object] | tuple[object, ...] = item  # type: ignore[assignment]
@@ -197,6 +244,14 @@ def _digest_key(value: JSONLike) -> bytes:
     # TypeError it then drops (~0.1 µs a test).
     if plain.find(_MARKER_BYTES) < 0:
         return sha256(plain).digest()
+    if not _keys_reorder(value):
+        # A span inside a string (a value or a key), JSON-escaped, is the same span one nesting
+        # level deeper (a depth e becomes 2e + 1, its quote runs of k + 1 become 2k + 2), so
+        # canonicalising the JSON text equals canonicalising each string; a span across
+        # strings holds a string's bare quote and is left as written, as it is when each
+        # string is taken alone. What the text cannot show is an object whose keys the
+        # canonical forms order differently: that one takes the walk.
+        return sha256(_MARKER_SPAN_BYTES.sub(_canonical_span_bytes, plain)).digest()
     return sha256(_marker_json(value).encode("utf-8", "surrogatepass")).digest()
 
 
@@ -228,11 +283,25 @@ _VOLATILE: Final = (
     re.compile(rf"(?<!{_W})(?:{_ci('pid')}|{_ci('ppid')})(?!{_W}){_SEP}{_D}+"),
 )
 
+_ASCII_DIGIT: Final = re.compile(_D)
+
 
 def failure_shape(output: str) -> str:
     """The output with date-times, clock times, attempt counters, durations and pids as `#`."""
-    for pattern in _VOLATILE:
-        output = pattern.sub("#", output)
+    # Each pattern runs only where what it needs is in the text (a digit for all, a colon for
+    # the times, the words for the counters and pids; a word's ASCII letters lower-case to
+    # themselves): a `#` put in joins no letters, so skipping a pattern changes nothing.
+    if _ASCII_DIGIT.search(output) is None:
+        return output
+    if ":" in output:
+        output = _VOLATILE[0].sub("#", output)
+        output = _VOLATILE[1].sub("#", output)
+    lower = output.lower()
+    if "attempt" in lower or "retry" in lower:
+        output = _VOLATILE[2].sub("#", output)
+    output = _VOLATILE[3].sub("#", output)
+    if "pid" in lower:
+        output = _VOLATILE[4].sub("#", output)
     return output
 
 

@@ -1,0 +1,120 @@
+"""Laws of the 2026.9 outcome facts' shortcuts (detectors/outcome_facts.py): the digest
+canonicalises markers in canonical JSON's text exactly as string by string, and a failure's
+shape skips only patterns that cannot match."""
+
+from __future__ import annotations
+
+from hashlib import sha256
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loopguard_fleet.detectors.canonical import canonical_json_bytes
+from loopguard_fleet.detectors.outcome_facts import (
+    _VOLATILE,
+    _digest_key,
+    _marker_json,
+    failure_shape,
+)
+
+laws = settings(max_examples=400, derandomize=True, database=None, deadline=None)
+
+IDS = st.sampled_from(["0123456789abcdef", "fedcba9876543210", "0123456789ABCDEF"])
+# Quotes around the ids at nesting depths 0, 1, 3 and the depths that are none (2, 4).
+QUOTES = st.sampled_from(['"', '\\"', '\\\\"', '\\\\\\"', '\\\\\\\\"'])
+
+
+@st.composite
+def marker(draw: st.DrawFn) -> str:
+    """A span's start or end marker, with an id and quotes drawn apart from its partner's."""
+    word = draw(st.sampled_from(["EXTERNAL_UNTRUSTED_CONTENT", "END_EXTERNAL_UNTRUSTED_CONTENT"]))
+    q = draw(QUOTES)
+    return f"<<<{word} id={q}{draw(IDS)}{q}>>>"
+
+
+@st.composite
+def span(draw: st.DrawFn) -> str:
+    """A span as a fetched page carries it: same id and quotes at both ends, a body between."""
+    first, q = draw(IDS), draw(QUOTES)
+    second = draw(st.one_of(st.just(first), IDS))
+    body = draw(pieces)
+    return (
+        f"<<<EXTERNAL_UNTRUSTED_CONTENT id={q}{first}{q}>>>{body}"
+        f"<<<END_EXTERNAL_UNTRUSTED_CONTENT id={q}{second}{q}>>>"
+    )
+
+
+pieces = st.lists(
+    st.sampled_from(['"', "\\", '\\"', '\\\\"', "\n", "x", " ", "\ud83d", "é"]), max_size=6
+).map("".join)
+texts = st.lists(st.one_of(pieces, marker(), span()), max_size=4).map("".join)
+# An astral key sorts by its UTF-16 units. (Its pair of surrogates as a second key would be
+# the same key in JavaScript, and JSON decodes a pair's escapes as the astral character.)
+plain_keys = st.sampled_from(["content", "text", "details", "a", "é", "\U0001f600", "\uffff"])
+
+
+def values(keys: st.SearchStrategy[str]) -> Any:
+    return st.recursive(
+        st.one_of(texts, st.integers(-5, 5), st.none()),
+        lambda children: st.one_of(
+            st.lists(children, max_size=3), st.dictionaries(keys, children, max_size=3)
+        ),
+        max_leaves=8,
+    )
+
+
+def walked(value: Any) -> bytes:
+    """The digest string by string: the reference walk over every string and key."""
+    return sha256(_marker_json(value).encode("utf-8", "surrogatepass")).digest()
+
+
+@laws
+@given(values(plain_keys))
+def test_markers_in_strings_digest_as_the_string_by_string_walk(value: Any) -> None:
+    assert _digest_key(value) == walked(value)
+
+
+@laws
+@given(values(st.one_of(plain_keys, span(), texts)))
+def test_markers_in_keys_too_digest_as_the_walk(value: Any) -> None:
+    assert _digest_key(value) == walked(value)
+
+
+def test_a_span_across_two_strings_is_left_as_written() -> None:
+    start = '<<<EXTERNAL_UNTRUSTED_CONTENT id="0123456789abcdef">>>'
+    end = '<<<END_EXTERNAL_UNTRUSTED_CONTENT id="0123456789abcdef">>>'
+    across = [start + "a", "b" + end]
+    assert _digest_key(across) == walked(across) == sha256(canonical_json_bytes(across)).digest()
+    # The same span in one string is canonicalised.
+    inside = [start + "a" + end]
+    assert _digest_key(inside) == walked(inside) != sha256(canonical_json_bytes(inside)).digest()
+
+
+# Volatile text whole and in parts, so that patterns meet, overlap and fall apart.
+output_pieces = st.sampled_from(
+    ["pid 42", "PPID:7", "p\u0131d 5", "attempt #3", "ReTry=12", "\u212aattempt 3", "35ms",
+     "1.5 s", "2 minutes", "3\u017f", "10:00:01", "2026-12-01T10:00:01.5Z", "pid", "attempt",
+     ":", "=", "#", "-", "7", " ", "x", "_"]
+)  # fmt: skip
+
+
+@laws
+@given(st.lists(output_pieces, max_size=10).map("".join))
+def test_a_failure_shape_is_every_volatile_pattern_applied_in_turn(output: str) -> None:
+    shaped = output
+    for pattern in _VOLATILE:
+        shaped = pattern.sub("#", shaped)
+    assert failure_shape(output) == shaped
+
+
+def test_keys_whose_canonical_forms_reorder_the_object_take_the_walk() -> None:
+    def key(body: str, nonce: str) -> str:
+        return (
+            f'<<<EXTERNAL_UNTRUSTED_CONTENT id="{nonce}">>>{body}'
+            f'<<<END_EXTERNAL_UNTRUSTED_CONTENT id="{nonce}">>>'
+        )
+
+    # By their nonces "y" comes first, by their canonical forms "x".
+    value = {key("x", "fedcba9876543210"): 1, key("y", "0123456789abcdef"): 2}
+    assert _digest_key(value) == walked(value)

@@ -153,7 +153,7 @@ def _keys_reorder(value: object, depth: int = 0) -> bool:
     if depth > _MAX_DEPTH:
         return True
     if type(value) is dict:
-        obj: dict[object, object] = value  # type: ignore[assignment]
+        obj: dict[object, object] = value
         marked = False
         for key, item in obj.items():
             if not isinstance(key, str):
@@ -168,7 +168,7 @@ def _keys_reorder(value: object, depth: int = 0) -> bool:
         # Canonical JSON's order against the walk's (by the canonical key first).
         return _sorted_keys(keys) != sorted(keys, key=_marker_order)
     if type(value) is list or type(value) is tuple:
-        items: list[object] | tuple[object, ...] = value  # type: ignore[assignment]
+        items: list[object] | tuple[object, ...] = value
         return any(_keys_reorder(item, depth + 1) for item in items)
     return isinstance(value, Mapping)  # another mapping's keys: the careful walk
 

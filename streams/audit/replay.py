@@ -43,6 +43,9 @@ __all__ = [
     "Replayer",
     "encode_decision",
     "event_time_ms",
+    "line_outputs",
+    "render_table",
+    "rendered",
     "replay_items",
     "replay_lines",
 ]
@@ -457,3 +460,49 @@ def replay_lines(replayer: Replayer, lines: Iterable[bytes | str]) -> Iterator[D
 def encode_decision(d: Decision) -> bytes:
     """One decision as a compact JSON line (the control message's bytes, as the worker's)."""
     return encode(d.to_wire())
+
+
+def render_table(d: Decision) -> str:
+    """One decision as a fixed-width table row."""
+    p = d.to_wire()
+    if d.kind == "loop_event":
+        pub = "" if p["published"] else " (unpublished)"
+        return (
+            f"{p['seq']!s:>6}  {p['run_id']!s:<20} {p['action']!s:<6} {p['detector']!s:<26} "
+            f"{p['count']!s:>4}  {p['tool']}{pub}"
+        )
+    if d.kind == "command":
+        return f"{p['seq']!s:>6}  {p['run_id']!s:<20} → {p['command']} ({p['detector']})"
+    if d.kind == "fleet_signal":
+        return (
+            f"{'':>6}  {'(fleet)':<20} {p['state']!s:<9} {p['tool']} in {p['runs']} runs, "
+            f"{p['agents']} agents (signal {str(p['signal_id'])[:12]})"
+        )
+    return f"{p['seq']!s:>6}  {p['run_id']!s:<20} verdict {p['decision']} {p['tool_call_id']}"
+
+
+def rendered(table: bool, decisions: list[Decision], published: list[bytes]) -> bytes:
+    """One line's output: the bytes the driver published, or table rows of its decisions."""
+    if table:
+        # backslashreplace: a lone surrogate (a run id, a tool) shows as \udc00, not a crash
+        return "".join([render_table(d) + "\n" for d in decisions]).encode(
+            errors="backslashreplace"
+        )
+    return b"\n".join(published) + b"\n"
+
+
+def line_outputs(
+    replayer: Replayer, table: bool, items: Iterable[tuple[int, bytes]]
+) -> Iterator[LineOutput]:
+    """Replay (pos, raw) items in order; only lines with output (or a rejection) are yielded.
+
+    JSON output is the bytes the driver published (the worker's control messages); a table
+    is rendered from the decisions. Compiled with the replayer (setup.py): the loop every
+    line of a `--jobs 1` replay goes through."""
+    feed, published = replayer.feed_line, replayer.outputs.decisions
+    for pos, raw in items:
+        got = feed(pos, raw)
+        if isinstance(got, Rejected):
+            yield LineOutput(pos, b"", got)
+        elif got:
+            yield LineOutput(pos, rendered(table, got, published))

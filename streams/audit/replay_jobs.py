@@ -23,15 +23,19 @@ from operator import itemgetter
 from typing import Any
 
 from loopguard_fleet.streams.audit.inputs import FileInput, InputError
-from loopguard_fleet.streams.audit.replay import LineOutput, Rejected, Replayer, ReplayStats
+from loopguard_fleet.streams.audit.replay import (
+    LineOutput,
+    Rejected,
+    ReplayStats,
+    line_outputs,
+    render_table,
+)
 from loopguard_fleet.streams.audit.shards import (
     EVERY,
     ROUND_LINES,
     ReplaySpec,
     make_replayer,
     reader_main,
-    render_table,
-    rendered,
     shard_main,
     shard_of,
 )
@@ -48,30 +52,12 @@ __all__ = [
 STOP_GRACE_S = 2.0  # a stopped replay's shards leave in milliseconds; this bounds a stuck one
 
 
-def _outputs(
-    replayer: Replayer, table: bool, items: Iterable[tuple[int, bytes]]
-) -> Iterator[LineOutput]:
-    """Replay (pos, raw) items; only lines with output are yielded.
-
-    JSON output is the bytes the driver published (the worker's control messages); a table
-    is rendered from the decisions."""
-    feed, published = replayer.feed_line, replayer.outputs.decisions
-    for pos, raw in items:
-        got = feed(pos, raw)
-        if type(got) is list:
-            if got:
-                yield LineOutput(pos, rendered(table, got, published))
-        else:
-            assert isinstance(got, Rejected)
-            yield LineOutput(pos, b"", got)
-
-
 def replay_local(
     spec: ReplaySpec, items: Iterable[tuple[int, bytes]]
 ) -> tuple[Iterator[LineOutput], ReplayStats]:
     """Replay in this process; the stats fill in as the iterator is consumed."""
     replayer = make_replayer(spec)
-    return _outputs(replayer, spec.table, items), replayer.stats
+    return line_outputs(replayer, spec.table, items), replayer.stats
 
 
 class _Feeder(threading.Thread):

@@ -26,6 +26,7 @@ from loopguard_fleet.streams.audit.replay import (
     Rejected,
     Replayer,
     event_time_ms,
+    rendered,
 )
 from loopguard_fleet.streams.processing.policy_switch import EVERY_POLICY_TOPIC, SWITCH_TYPE
 from loopguard_fleet.streams.wire.codec import InputRejected, decode_object
@@ -39,8 +40,6 @@ __all__ = [
     "child_start",
     "make_replayer",
     "reader_main",
-    "render_table",
-    "rendered",
     "route",
     "shard_main",
     "shard_of",
@@ -62,25 +61,6 @@ class ReplaySpec:
     follows: str | None = EVERY_POLICY_TOPIC  # the policy topic whose switch records apply
 
 
-def render_table(d: Decision) -> str:
-    """One decision as a fixed-width table row."""
-    p = d.to_wire()
-    if d.kind == "loop_event":
-        pub = "" if p["published"] else " (unpublished)"
-        return (
-            f"{p['seq']!s:>6}  {p['run_id']!s:<20} {p['action']!s:<6} {p['detector']!s:<26} "
-            f"{p['count']!s:>4}  {p['tool']}{pub}"
-        )
-    if d.kind == "command":
-        return f"{p['seq']!s:>6}  {p['run_id']!s:<20} → {p['command']} ({p['detector']})"
-    if d.kind == "fleet_signal":
-        return (
-            f"{'':>6}  {'(fleet)':<20} {p['state']!s:<9} {p['tool']} in {p['runs']} runs, "
-            f"{p['agents']} agents (signal {str(p['signal_id'])[:12]})"
-        )
-    return f"{p['seq']!s:>6}  {p['run_id']!s:<20} verdict {p['decision']} {p['tool_call_id']}"
-
-
 def make_replayer(spec: ReplaySpec) -> Replayer:
     """The offline replayer a shard (or `--jobs 1`) replays with."""
     return Replayer(
@@ -89,16 +69,6 @@ def make_replayer(spec: ReplaySpec) -> Replayer:
         max_line_bytes=spec.max_line_bytes,
         follows=spec.follows,
     )
-
-
-def rendered(table: bool, decisions: list[Decision], published: list[bytes]) -> bytes:
-    """One line's output: the bytes the driver published, or table rows of its decisions."""
-    if table:
-        # backslashreplace: a lone surrogate (a run id, a tool) shows as \udc00, not a crash
-        return "".join([render_table(d) + "\n" for d in decisions]).encode(
-            errors="backslashreplace"
-        )
-    return b"\n".join(published) + b"\n"
 
 
 def _answer(

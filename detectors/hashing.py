@@ -133,8 +133,12 @@ def call_signature(tool: str, args: JSON | _Undefined) -> tuple[str, str]:
     key = (name, body.decode()) if len(body) <= _CACHED_ARGS_BYTES else None
     signature = None if key is None else _SIGNATURES.get(key)
     if signature is None:
-        signature = share(name + ":" + sha256(body).hexdigest())
-        if key is not None:
+        signature = name + ":" + sha256(body).hexdigest()
+        if key is None:
+            signature = share(signature)
+        else:
+            # This memo shares the signature of recurring args already; the shared memo
+            # (sharing.share) would only hold a second entry of each, a unique call's too.
             if len(_SIGNATURES) >= _CACHE_ENTRIES:
                 _SIGNATURES.clear()
             _SIGNATURES[key] = signature

@@ -131,22 +131,6 @@ def canonical_markers(text: str) -> str:
     return _MARKER_SPAN.sub(_canonical_span, text)
 
 
-# The same span in canonical JSON's UTF-8 (below, `_digest_key`).
-_MARKER_SPAN_BYTES: Final = re.compile(_MARKER_SPAN.pattern.encode())
-_QUOTE_RUN_BYTES: Final = re.compile(_QUOTE_RUN.pattern.encode())
-_CANONICAL_ID_BYTES: Final = _CANONICAL_ID.encode()
-
-
-def _canonical_span_bytes(match: re.Match[bytes]) -> bytes:
-    escapes = len(match.group(2))
-    body = match.group(4)
-    if escapes & (escapes + 1):
-        return match.group(0)
-    if any(len(q.group(0)) % (escapes + 1) for q in _QUOTE_RUN_BYTES.finditer(body)):
-        return match.group(0)
-    return match.group(1) + _CANONICAL_ID_BYTES + body + _CANONICAL_ID_BYTES + match.group(5)
-
-
 def _keys_reorder(value: object, depth: int = 0) -> bool:
     """True when canonicalising markers in object keys anywhere in `value` would reorder an
     object's keys (or it nests too deep to tell: the careful walk below takes it)."""
@@ -251,7 +235,8 @@ def _digest_key(value: JSONLike) -> bytes:
         # strings holds a string's bare quote and is left as written, as it is when each
         # string is taken alone. What the text cannot show is an object whose keys the
         # canonical forms order differently: that one takes the walk.
-        return sha256(_MARKER_SPAN_BYTES.sub(_canonical_span_bytes, plain)).digest()
+        # Canonical JSON escapes lone surrogates: its bytes decode as UTF-8.
+        return sha256(canonical_markers(plain.decode()).encode()).digest()
     return sha256(_marker_json(value).encode("utf-8", "surrogatepass")).digest()
 
 

@@ -154,6 +154,8 @@ def _keys_reorder(value: object, depth: int = 0) -> bool:
     if type(value) is list or type(value) is tuple:
         items: list[object] | tuple[object, ...] = value
         return any(_keys_reorder(item, depth + 1) for item in items)
+    if isinstance(value, str | int | float) or value is None:
+        return False  # a leaf, tested first: a Mapping test is an interpreted ABC check
     return isinstance(value, Mapping)  # another mapping's keys: the careful walk
 
 

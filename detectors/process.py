@@ -54,7 +54,10 @@ from loopguard_fleet.detectors.values import (
 DecisionKind = Literal["loop_event", "command", "verdict", "fleet_signal"]
 
 
-@dataclass(frozen=True, slots=True)
+# __init__ written out for the compiled engine (setup.py), as values.py does for its hot
+# classes: a frozen dataclass's generated __init__ ran interpreted, ~6,000 instructions a
+# decision. Immutable by contract: nothing assigns to a decision once it is made.
+@dataclass(slots=True, init=False)
 class Decision:
     """One control-topic message: a loop event, a command or a verdict (of a run), or a
     fleet signal (of the fleet: `run_id` empty; streams/processing/fleet.py)."""
@@ -63,6 +66,12 @@ class Decision:
     id: str
     run_id: str
     payload: dict[str, JSON]
+
+    def __init__(self, kind: DecisionKind, id: str, run_id: str, payload: dict[str, JSON]) -> None:
+        self.kind = kind
+        self.id = id
+        self.run_id = run_id
+        self.payload = payload
 
     def to_wire(self) -> dict[str, JSON]:
         """The control message exactly as published (docs/wire-format.md)."""
@@ -442,12 +451,16 @@ def _end(state: RunState, seq: int) -> None:
     state.life_seq = seq if life_seq is None else max(life_seq, seq)
 
 
-class Trigger(NamedTuple):
+class Trigger:
     """The event a decision is attributed to (its id derives from it)."""
 
-    run_id: str
-    event_id: str
-    seq: int
+    # A plain class, not a named tuple: compiled, it is built and read without a Python frame.
+    __slots__ = ("event_id", "run_id", "seq")
+
+    def __init__(self, run_id: str, event_id: str, seq: int) -> None:
+        self.run_id = run_id
+        self.event_id = event_id
+        self.seq = seq
 
 
 def _loop_event(

@@ -210,7 +210,8 @@ class Verdict:
         self.liveness_signal = liveness_signal
 
 
-@dataclass(frozen=True, slots=True)
+# As Verdict: an openclaw-2026.9 run past its recovery budget gets an abort at every call.
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class GuardAbort:
     """The post-compaction guard's decision to abort a run."""
 
@@ -218,3 +219,9 @@ class GuardAbort:
     count: int
     tool: str
     message: str
+
+    def __init__(self, detector: str, count: int, tool: str, message: str) -> None:
+        self.detector = detector
+        self.count = count
+        self.tool = tool
+        self.message = message

@@ -106,6 +106,11 @@ class LineOutput(NamedTuple):
     rejected: Rejected | None = None
 
 
+# `LineOutput(...)` runs the named tuple's generated `__new__`, a Python frame per line with
+# output; the tuple's own constructor builds the same value.
+_new_tuple = tuple.__new__
+
+
 class MemoryStore:
     """The `StateStore` of an offline replay: run states in a dict (replay never checkpoints,
     so it only answers misses and deletes expired runs)."""
@@ -503,6 +508,6 @@ def line_outputs(
     for pos, raw in items:
         got = feed(pos, raw)
         if isinstance(got, Rejected):
-            yield LineOutput(pos, b"", got)
+            yield _new_tuple(LineOutput, (pos, b"", got))
         elif got:
-            yield LineOutput(pos, rendered(table, got, published))
+            yield _new_tuple(LineOutput, (pos, rendered(table, got, published), None))

@@ -1,9 +1,10 @@
 """Laws of the 2026.9 outcome facts' shortcuts (detectors/outcome_facts.py): the digest
-canonicalises markers in canonical JSON's text exactly as string by string, and a failure's
-shape skips only patterns that cannot match."""
+canonicalises markers in canonical JSON's text exactly as string by string, the span pattern
+matches as OpenClaw's own, and a failure's shape skips only patterns that cannot match."""
 
 from __future__ import annotations
 
+import re
 from hashlib import sha256
 from typing import Any
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from loopguard_fleet.detectors.canonical import canonical_json_bytes
 from loopguard_fleet.detectors.outcome_facts import (
+    _MARKER_SPAN,
     _VOLATILE,
     _digest_key,
     _marker_json,
@@ -89,6 +91,29 @@ def test_a_span_across_two_strings_is_left_as_written() -> None:
     # The same span in one string is canonicalised.
     inside = [start + "a" + end]
     assert _digest_key(inside) == walked(inside) != sha256(canonical_json_bytes(inside)).digest()
+
+
+# The span pattern as `hashToolOutcome` writes it (dist/tool-loop-detection-*.mjs of
+# openclaw@2026.9.6): a lookahead at every character of the body.
+OPENCLAW_SPAN = re.compile(
+    r'(<<<EXTERNAL_UNTRUSTED_CONTENT id=(\\*)")([a-f0-9]{16})'
+    r'(\2">>>(?:(?!<<<(?:END_)?EXTERNAL_UNTRUSTED_CONTENT)[\s\S])*'
+    r'<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\2")\3(\2">>>)'
+)
+# Pieces of the markers, so that a body holds `<` runs that almost open or close a span.
+near_markers = st.sampled_from(
+    ["<", "<<", "<<<", "<<<END_", "<<<EXTERNAL_UNTRUSTED_CONTEN", "<<<EXTERNAL_UNTRUSTED_CONTENT",
+     "<<<END_EXTERNAL_UNTRUSTED_CONTENT", "<<EXTERNAL_UNTRUSTED_CONTENT", ">>>", "x"]
+)  # fmt: skip
+
+
+@laws
+@given(st.lists(st.one_of(pieces, near_markers, marker(), span()), max_size=8).map("".join))
+def test_the_span_pattern_matches_as_openclaws(text: str) -> None:
+    def found(pattern: re.Pattern[str]) -> list[tuple[tuple[int, int], tuple[str | Any, ...]]]:
+        return [(m.span(), m.groups()) for m in pattern.finditer(text)]
+
+    assert found(_MARKER_SPAN) == found(OPENCLAW_SPAN)
 
 
 # Volatile text whole and in parts, so that patterns meet, overlap and fall apart.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,9 +24,10 @@ _RUN = ["ctrl_c", "sigterm"] if broker_kind() == "tansu" else ["sigterm"]
 
 @pytest.mark.parametrize("stop_signal", [_SIGNALS[k] for k in _RUN], ids=_RUN)
 def test_up_demo_prints_blocks_and_aborts_and_stops_everything_on_signal(
-    stop_signal: signal.Signals,
+    stop_signal: signal.Signals, tmp_path: Path
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
+    env["TMPDIR"] = str(tmp_path)  # `up` keeps its data directory (log, policy) when it stops
     # `up` starts a broker of its own; it has no secured mode (not in that pass: NO_SECURE).
     kind = broker_kind()
     argv = [sys.executable, "-m", "loopguard_fleet.streams.cli", "up", "--demo", "--runs", "20"]

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from loopguard_fleet.streams.client.runtime import RuntimeClient
 from tests.integration.conftest import broker_kind
@@ -32,8 +33,9 @@ async def _first_verdict(bootstrap: str) -> tuple[bool, str]:
         return reply.is_timeout, reply.decision
 
 
-def test_first_verdict_after_up_prints_ready_is_the_workers() -> None:
+def test_first_verdict_after_up_prints_ready_is_the_workers(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
+    env["TMPDIR"] = str(tmp_path)  # `up` keeps its data directory (log, policy) when it stops
     argv = [sys.executable, "-m", "loopguard_fleet.streams.cli", "up", "--broker", broker_kind()]
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,

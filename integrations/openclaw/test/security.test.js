@@ -1,7 +1,7 @@
 // Kafka TLS/SASL options of the plugin: validated at registration with every problem listed,
 // turned into @platformatic/kafka's `tls` and `sasl`, the password only from the environment.
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -20,8 +20,9 @@ test("without a security block the plugin connects in plaintext, as before", () 
   assert.deepEqual(connectionOptions(resolveConfig({}).security, {}), {});
 });
 
-test("SASL_SSL gives sasl with the password from the environment and a verifying tls", () => {
+test("SASL_SSL gives sasl with the password from the environment and a verifying tls", (t) => {
   const dir = mkdtempSync(join(tmpdir(), "loopguard-ca-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
   writeFileSync(join(dir, "ca.pem"), "CA PEM\n");
   const opts = connectionOptions(
     security({ protocol: "SASL_SSL", username: "agent-runtime", caFile: join(dir, "ca.pem"), passwordEnv: "GW_KAFKA_PW" }),

@@ -14,6 +14,7 @@ from json.encoder import encode_basestring
 from typing import Any, Final, TypeAlias
 
 import orjson
+from orjson import dumps as _orjson_dumps  # compiled: a global, no module getattr a call
 
 from loopguard_fleet.detectors.errors import DetectorError
 from loopguard_fleet.detectors.values import UNDEFINED, _Undefined
@@ -270,7 +271,7 @@ def canonical_json_bytes(value: JSONLike) -> bytes:
     """The canonical JSON of a value (docs/semantics.md §3) as UTF-8, as OpenClaw writes it."""
     try:
         if _is_plain(value):
-            return orjson.dumps(value, option=_ORJSON_OPTIONS)
+            return _orjson_dumps(value, option=_ORJSON_OPTIONS)
     except (RecursionError, orjson.JSONEncodeError):
         pass  # surrogates, unsafe integers, a caller's deep stack: the encoders below
     # Canonical JSON escapes lone surrogates, so the text always encodes.

@@ -13,6 +13,7 @@ from hashlib import sha256
 from typing import Final
 
 import orjson
+from orjson import dumps as _orjson_dumps  # compiled: a global, no module getattr a call
 
 from loopguard_fleet.detectors.canonical import (
     JSONLike,
@@ -358,7 +359,7 @@ def result_key(
 def _text_json(text: str) -> bytes:
     """The canonical JSON of a string: orjson's unless it holds a lone surrogate."""
     try:
-        return orjson.dumps(text)
+        return _orjson_dumps(text)
     except orjson.JSONEncodeError:
         return canonical_json_bytes(text)
 

@@ -16,6 +16,8 @@ import re
 from typing import Any
 
 import orjson
+from orjson import dumps as _orjson_dumps
+from orjson import loads as _orjson_loads
 
 from loopguard_fleet.detectors.errors import DetectorError
 
@@ -29,7 +31,7 @@ class NotJSON(DetectorError, ValueError):
 def loads(raw: bytes | str) -> Any:
     """Parse one JSON text as `JSON.parse` reads it; raises NotJSON for what it refuses."""
     try:
-        return orjson.loads(raw)
+        return _orjson_loads(raw)  # a global, not `orjson.loads`: compiled, no module getattr
     except orjson.JSONDecodeError as fast_error:
         try:
             text = raw.decode("utf-8") if isinstance(raw, bytes | bytearray) else raw
@@ -41,7 +43,7 @@ def loads(raw: bytes | str) -> Any:
 def dumps(value: Any) -> bytes:
     """Compact JSON bytes; a lone surrogate is written as its escape, as JavaScript does."""
     try:
-        return orjson.dumps(value)
+        return _orjson_dumps(value)
     except orjson.JSONEncodeError:
         # Only strings orjson cannot encode (lone surrogates) get here; ASCII escapes keep the
         # text valid UTF-8 and decode to the same string.

@@ -6,10 +6,10 @@ redelivery produces the same ids and consumers can drop duplicates.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from enum import Enum
+from hashlib import sha256
 from typing import Final, Literal, NamedTuple
 
 from loopguard_fleet.detectors.compaction_guard import (
@@ -81,7 +81,7 @@ class Decision:
 def decision_id(run_id: str, trigger_event_id: str, kind: str) -> str:
     """Stable id of the decision of `kind` triggered by one event of one run."""
     raw = f"{run_id}\x1f{trigger_event_id}\x1f{kind}".encode("utf-8", "surrogatepass")
-    return hashlib.sha256(raw).hexdigest()[:32]
+    return sha256(raw).hexdigest()[:32]
 
 
 def effective_agent(state: RunState, event: Event) -> str | None:

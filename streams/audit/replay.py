@@ -504,9 +504,11 @@ def line_outputs(
     JSON output is the bytes the driver published (the worker's control messages); a table
     is rendered from the decisions. Compiled with the replayer (setup.py): the loop every
     line of a `--jobs 1` replay goes through."""
-    feed, published = replayer.feed_line, replayer.outputs.decisions
+    published = replayer.outputs.decisions
     for pos, raw in items:
-        got = feed(pos, raw)
+        # Called on the replayer, not through a bound method kept in a local: compiled, that is
+        # a direct call, the bound method a generic one with its arguments parsed again.
+        got = replayer.feed_line(pos, raw)
         if isinstance(got, Rejected):
             yield _new_tuple(LineOutput, (pos, b"", got))
         elif got:

@@ -34,6 +34,7 @@ COMPILED = (
     "streams/processing/partition.py",
     "streams/processing/stored.py",
     "streams/wire/codec.py",
+    "streams/audit/lines.py",
     "streams/audit/replay.py",
 )
 

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, cast
 
 from loopguard_fleet.detectors.jsjson import NotJSON, loads
+from loopguard_fleet.streams.audit.lines import numbered_lines
 from loopguard_fleet.streams.errors import StreamError
 
 if TYPE_CHECKING:  # aiokafka is imported only for topics
@@ -212,24 +213,27 @@ class FileInput:
         self._followed = done_bytes
 
     def __iter__(self) -> Iterator[InputItem]:
+        return numbered_lines(self)  # compiled (setup.py): the per-line loop of a file replay
+
+    def open(self) -> BinaryIO:
+        """Open the file (or stdin) for one pass of `__iter__`."""
         stream, self._raw = _open(self.path)
         self._followed = None
-        n = 0
-        try:
-            for line in stream:
-                n += 1
-                if line.isspace():
-                    continue
-                yield n, line
-        except (EOFError, gzip.BadGzipFile) as exc:
-            raise InputError(f"{self.path}: corrupt gzip stream after line {n}: {exc}") from None
-        except OSError as exc:
-            reason = exc.strerror or exc
-            raise InputError(f"cannot read {self.path} after line {n}: {reason}") from None
-        finally:
-            self._followed = self.done_bytes()  # what was read, once the file is closed
-            if self.path != "-":
-                stream.close()
+        return stream
+
+    def failed(self, exc: OSError | EOFError, line: int) -> InputError:
+        """The error for a read that failed after line `line`."""
+        if isinstance(exc, EOFError | gzip.BadGzipFile):
+            return InputError(f"{self.path}: corrupt gzip stream after line {line}: {exc}")
+        reason = exc.strerror or exc
+        return InputError(f"cannot read {self.path} after line {line}: {reason}")
+
+    def close(self, stream: Iterable[bytes]) -> None:
+        """End a pass: what was read is kept for `done_bytes`, the file is closed."""
+        self._followed = self.done_bytes()  # what was read, once the file is closed
+        if self.path != "-":
+            cast(BinaryIO, stream).close()
+            if self._raw is not None:
                 self._raw.close()  # a GzipFile leaves the file it was given open
 
 

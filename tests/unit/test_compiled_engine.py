@@ -17,7 +17,7 @@ PER_EVENT = [
     )),
     *(f"streams.{name}" for name in (
         "processing.driver", "processing.hot", "processing.partition", "processing.stored",
-        "wire.codec", "audit.replay",
+        "wire.codec", "audit.lines", "audit.replay",
     )),
 ]  # fmt: skip
 

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, cast
 
 from loopguard_fleet.detectors.jsjson import NotJSON, loads
-from loopguard_fleet.streams.audit.lines import numbered_lines
+from loopguard_fleet.streams.audit.lines import NumberedLines
 from loopguard_fleet.streams.errors import StreamError
 
 if TYPE_CHECKING:  # aiokafka is imported only for topics
@@ -213,7 +213,8 @@ class FileInput:
         self._followed = done_bytes
 
     def __iter__(self) -> Iterator[InputItem]:
-        return numbered_lines(self)  # compiled (setup.py): the per-line loop of a file replay
+        # Compiled (setup.py): the per-line loop of a file replay. Its items are InputItems.
+        return cast(Iterator[InputItem], NumberedLines(self))
 
     def open(self) -> BinaryIO:
         """Open the file (or stdin) for one pass of `__iter__`."""

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
-__all__ = ["LineSource", "numbered_lines"]
+__all__ = ["LineSource", "NumberedLines"]
 
 
 class LineSource(Protocol):
-    """What `numbered_lines` reads: a stream opened for one pass, and how to end it."""
+    """What `NumberedLines` reads: a stream opened for one pass, and how to end it."""
 
     def open(self) -> Iterable[bytes]:
         """Open the stream for one pass."""
@@ -22,22 +22,55 @@ class LineSource(Protocol):
         ...
 
     def close(self, stream: Iterable[bytes]) -> None:
-        """End the pass (read to its end, failed, or abandoned)."""
+        """End the pass (read to its end, failed, or dropped unfinished)."""
         ...
 
 
-def numbered_lines(source: LineSource) -> Iterator[tuple[int, bytes]]:
-    """(1-based line number, line) of each non-blank line; the stream opens at the first
-    `next`, as a generator's body runs, and closes when the pass ends however it ends."""
-    stream = source.open()
-    n = 0
-    try:
-        for line in stream:
-            n += 1
-            if line.isspace():
-                continue
-            yield n, line
-    except (EOFError, OSError) as exc:
-        raise source.failed(exc, n) from None
-    finally:
-        source.close(stream)
+class NumberedLines:
+    """(1-based line number, line) of each non-blank line of one pass over a source (an
+    `Iterator[tuple[int, bytes]]`, typed as one by its caller): the stream opens at the first
+    `next`, and closes once, when the pass ends however it ends.
+
+    An iterator class, not a generator: a compiled generator dropped unfinished (a strict
+    replay stopping at a bad line) never runs its `finally`, and the file would stay open."""
+
+    def __init__(self, source: LineSource) -> None:
+        self._source = source
+        self._stream: Iterable[bytes] | None = None
+        self._lines: Iterator[bytes] | None = None
+        self._n = 0
+        self._started = False
+
+    def __iter__(self) -> NumberedLines:
+        return self
+
+    # `object`, not `tuple[int, bytes]`: mypyc would put a method returning its unboxed tuple
+    # in the iterator slot, which takes a function returning an object (a C type error).
+    def __next__(self) -> object:
+        lines = self._lines
+        if lines is None:
+            if self._started:
+                raise StopIteration
+            self._started = True  # one pass: an open that fails ends it too
+            stream = self._source.open()
+            self._stream, lines = stream, iter(stream)
+            self._lines = lines
+        try:
+            for line in lines:
+                self._n += 1
+                if not line.isspace():
+                    return self._n, line
+        except (EOFError, OSError) as exc:
+            self._end()
+            raise self._source.failed(exc, self._n) from None
+        self._end()
+        raise StopIteration
+
+    def _end(self) -> None:
+        stream = self._stream
+        self._stream = self._lines = None
+        if stream is not None:
+            self._source.close(stream)
+
+    def __del__(self) -> None:
+        self._end()  # dropped unfinished: the file closes, as a generator's `finally` would

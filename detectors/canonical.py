@@ -11,15 +11,45 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring
-from typing import Any, Final, TypeAlias
+from typing import Any, ClassVar, Final, TypeAlias
 
 import orjson
 from orjson import dumps as _orjson_dumps  # compiled: a global, no module getattr a call
 
 from loopguard_fleet.detectors.errors import DetectorError
-from loopguard_fleet.detectors.values import UNDEFINED, _Undefined
 
-__all__ = ["SURROGATE", "JSONLike", "canonical_json", "canonical_json_bytes", "js_number_text"]
+__all__ = [
+    "JSON",
+    "SURROGATE",
+    "UNDEFINED",
+    "JSONLike",
+    "canonical_json",
+    "canonical_json_bytes",
+    "js_number_text",
+]
+
+JSON: TypeAlias = bool | int | float | str | list["JSON"] | dict[str, "JSON"] | None
+
+
+class _Undefined:
+    """JavaScript's `undefined`: a field the hashing reads that is absent."""
+
+    __slots__ = ()
+    _instance: ClassVar[_Undefined | None] = None
+
+    def __new__(cls) -> _Undefined:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNDEFINED"
+
+    def __reduce__(self) -> str:
+        return "UNDEFINED"
+
+
+UNDEFINED: Final = _Undefined()
 
 # What canonical JSON accepts: JSON plus JavaScript's undefined, tuples and other mappings and
 # sequences (written as objects and arrays). Mapping and Sequence make JSON values fit as is.

@@ -10,26 +10,25 @@ from __future__ import annotations
 import re
 import sys
 from hashlib import sha256
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import orjson
 from orjson import dumps as _orjson_dumps  # compiled: a global, no module getattr a call
 
 from loopguard_fleet.detectors.canonical import (
+    JSON,
+    UNDEFINED,
     JSONLike,
+    _Undefined,
     canonical_json,
     canonical_json_bytes,
     js_number_text,
 )
 from loopguard_fleet.detectors.hashkeys import HashKey, hash_key, hash_text
 from loopguard_fleet.detectors.sharing import share
-from loopguard_fleet.detectors.values import (
-    DEFAULT_CHANNEL_TOOLS,
-    JSON,
-    UNDEFINED,
-    Outcome,
-    _Undefined,
-)
+
+if TYPE_CHECKING:  # values imports this module (a call's signature)
+    from loopguard_fleet.detectors.values import Outcome
 
 __all__ = [
     "DEFAULT_CHANNEL_TOOLS",
@@ -46,6 +45,10 @@ __all__ = [
     "result_key",
     "unknown_tool_name",
 ]
+
+#: Provider channel tools whose results hash as outbound sends (docs/semantics.md §3, rule 7),
+#: as OpenClaw does when that channel's plugin is loaded; `LOOPGUARD_CHANNEL_TOOLS` overrides.
+DEFAULT_CHANNEL_TOOLS: Final = frozenset({"telegram"})
 
 # String.prototype.trim's set; str.strip() would also take U+001C-U+001F and U+0085, not U+FEFF.
 _JS_WHITESPACE: Final = (

@@ -3,55 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import ModuleType
-from typing import ClassVar, Final, Literal, TypeAlias
+from typing import Literal
 
+# JSON and `undefined` live with canonical JSON, the channel tools with the hashing that reads
+# them; re-exported from here, their old home. Imported, not looked up through a module at
+# each call: compiled, a call's signature is then a direct call.
+from loopguard_fleet.detectors.canonical import JSON as JSON
+from loopguard_fleet.detectors.canonical import UNDEFINED as UNDEFINED
+from loopguard_fleet.detectors.canonical import _Undefined as _Undefined
+from loopguard_fleet.detectors.hashing import DEFAULT_CHANNEL_TOOLS as DEFAULT_CHANNEL_TOOLS
+from loopguard_fleet.detectors.hashing import call_signature, normalize_tool
 from loopguard_fleet.detectors.profiles import CONFIGURABLE, Semantics
 from loopguard_fleet.detectors.records import Record as Record  # re-exported: its old home
 from loopguard_fleet.detectors.sharing import share
 
-JSON: TypeAlias = bool | int | float | str | list["JSON"] | dict[str, "JSON"] | None
-
-
-class _Undefined:
-    """JavaScript's `undefined`: a field the hashing reads that is absent."""
-
-    __slots__ = ()
-    _instance: ClassVar[_Undefined | None] = None
-
-    def __new__(cls) -> _Undefined:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "UNDEFINED"
-
-    def __reduce__(self) -> str:
-        return "UNDEFINED"
-
-
-UNDEFINED: Final = _Undefined()
-
 Level = Literal["warning", "critical"]
-
-
-def _hashing() -> ModuleType:
-    """detectors.hashing, imported on first use (it imports this module)."""
-    global _HASHING
-    if _HASHING is None:
-        import loopguard_fleet.detectors.hashing as module
-
-        _HASHING = module
-    return _HASHING
-
-
-_HASHING: ModuleType | None = None
-
-
-#: Provider channel tools whose results hash as outbound sends (docs/semantics.md §3, rule 7),
-#: as OpenClaw does when that channel's plugin is loaded; `LOOPGUARD_CHANNEL_TOOLS` overrides.
-DEFAULT_CHANNEL_TOOLS: Final = frozenset({"telegram"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,12 +73,11 @@ class ToolCall:
         args_hash: str = "",
         action: str | None = None,
     ) -> None:
-        hashing = _HASHING or _hashing()
         if args_hash:
-            self.tool = hashing.normalize_tool(tool)
+            self.tool = normalize_tool(tool)
             self.args_hash = share(args_hash)  # repeated calls share one string
         else:
-            self.tool, self.args_hash = hashing.call_signature(tool, args)
+            self.tool, self.args_hash = call_signature(tool, args)
         self.args = args
         if action is None and type(args) is dict:
             value = args.get("action")

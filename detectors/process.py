@@ -455,8 +455,6 @@ class Trigger:
     """The event a decision is attributed to (its id derives from it)."""
 
     # A plain class, not a named tuple: compiled, it is built and read without a Python frame.
-    __slots__ = ("event_id", "run_id", "seq")
-
     def __init__(self, run_id: str, event_id: str, seq: int) -> None:
         self.run_id = run_id
         self.event_id = event_id

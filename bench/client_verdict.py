@@ -25,6 +25,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -51,9 +52,12 @@ def start_up(
     log: Path, broker: str, settings: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
     """`loopguard up --broker BROKER` in the background, with only the `LOOPGUARD_*` settings
-    given; its broker address once it is ready."""
+    given; its broker address once it is ready. `stop_up` stops it and removes what it left."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
     env |= settings or {}
+    # `up` keeps its data directory (log, policy) when it stops: made under one of ours.
+    _up_tmp(log).mkdir(exist_ok=True)
+    env["TMPDIR"] = str(_up_tmp(log))
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "loopguard_fleet.streams.cli", "up", "--broker", broker],
@@ -71,6 +75,17 @@ def start_up(
         time.sleep(0.2)  # polling a child's log, not a result
     stop_process(proc, timeout=20)
     raise SystemExit(f"loopguard up not ready after {READY_S:.0f}s; see {log}")
+
+
+def stop_up(proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Stop `start_up`'s `loopguard up`; remove its log and the data directory it kept."""
+    stop_process(proc, timeout=30)
+    log.unlink(missing_ok=True)
+    shutil.rmtree(_up_tmp(log), ignore_errors=True)
+
+
+def _up_tmp(log: Path) -> Path:
+    return log.with_name(log.name + ".tmp")
 
 
 async def _measure(
@@ -210,8 +225,7 @@ def main() -> None:
                     "loadavg_1m": loads[(via, wait)],
                 }), flush=True)  # fmt: skip
     finally:
-        stop_process(proc, timeout=30)
-        log.unlink(missing_ok=True)
+        stop_up(proc, log)
 
 
 if __name__ == "__main__":

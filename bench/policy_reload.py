@@ -26,11 +26,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.client_verdict import percentile, start_up  # noqa: E402
+from bench.client_verdict import percentile, start_up, stop_up  # noqa: E402
 from loopguard_fleet.config.defaults import TOPIC_POLICY  # noqa: E402
 from loopguard_fleet.config.policy_record import encode_policy_record, read_policy_record  # noqa: E402
 from loopguard_fleet.streams.client import RuntimeClient  # noqa: E402
-from loopguard_fleet.streams.embedded.processes import stop_process  # noqa: E402
 from loopguard_fleet.streams.kafka.policy_topic import publish_policy  # noqa: E402
 
 CALLS_PER_S = 1_000
@@ -152,8 +151,7 @@ def main() -> None:
     try:
         reloads, round_trips, misses = asyncio.run(_bench(address, pushes))
     finally:
-        stop_process(proc, timeout=30)
-        log.unlink(missing_ok=True)
+        stop_up(proc, log)
     common = {"workload": "policy-reload", "broker": args.broker, "calls_per_s": CALLS_PER_S,
               "pushes": pushes, "missed": misses, "each_ms": [round(r) for r in reloads],
               "loadavg_1m": round(os.getloadavg()[0], 2)}  # fmt: skip

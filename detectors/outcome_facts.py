@@ -233,6 +233,11 @@ def _digest_key(value: JSONLike) -> bytes:
     # TypeError it then drops (~0.1 µs a test).
     if plain.find(_MARKER_BYTES) < 0:
         return sha256(plain).digest()
+    return _marked_digest_key(value, plain)
+
+
+def _marked_digest_key(value: JSONLike, plain: bytes) -> bytes:
+    """`_digest_key` of a value whose canonical JSON `plain` holds a marker start."""
     if not _keys_reorder(value):
         # A span inside a string (a value or a key), JSON-escaped, is the same span one nesting
         # level deeper (a depth e becomes 2e + 1, its quote runs of k + 1 become 2k + 2), so
@@ -261,16 +266,33 @@ _D: Final = "[0-9]"
 _UNITS: Final = "|".join(
     _ci(u) for u in ("ns", "us", "ms", "seconds", "second", "minutes", "minute", "hours", "hour")
 )
-_SEP: Final = f"(?:{_S}|[#:=])*"  # JavaScript's [\s#:=]*
+_SEP: Final = f"(?:{_S}|[#:=])*+"  # JavaScript's [\s#:=]*
+
+
+def _after_boundary(first: str) -> str:
+    """A word's first character `first` (a class) at a JavaScript \b, the \b after it."""
+    # `\b` then a word character is "no word character before it". Checked behind the first
+    # character, not before it: a pattern that opens with a lookbehind makes `re` try every
+    # position, one that opens with a class skips to where that class matches.
+    return f"{first}(?<!{_W}{first})"
+
+
+# OpenClaw's VOLATILE_EXEC_FAILURE_PATTERNS (dist/tool-loop-detection-*.mjs), in order. Every
+# `*`, `+` and `?` that nothing after it could take back is possessive (its next token cannot
+# match what it gave back), so a failed match does not retry each shorter run of digits;
+# tests/property/test_outcome_facts_props.py holds them to the literal translations.
 _VOLATILE: Final = (
     re.compile(
         rf"{_D}{{4}}-{_D}{{2}}-{_D}{{2}}[tT ]{_D}{{2}}:{_D}{{2}}:{_D}{{2}}(?:\.{_D}{{1,6}})?"
         rf"(?:[zZ]|[+-]{_D}{{2}}:{_D}{{2}})?"
     ),
     re.compile(rf"{_D}{{1,2}}:{_D}{{2}}:{_D}{{2}}(?:\.{_D}{{1,6}})?"),
-    re.compile(rf"(?<!{_W})(?:{_ci('attempt')}|{_ci('retry')})(?!{_W}){_SEP}{_D}+"),
-    re.compile(rf"(?<!{_W}){_D}+(?:\.{_D}+)?{_S}?(?:{_UNITS}|{_ci('s')})(?!{_W})"),
-    re.compile(rf"(?<!{_W})(?:{_ci('pid')}|{_ci('ppid')})(?!{_W}){_SEP}{_D}+"),
+    re.compile(
+        rf"(?:{_after_boundary('[aA]')}{_ci('ttempt')}|{_after_boundary('[rR]')}{_ci('etry')})"
+        rf"(?!{_W}){_SEP}{_D}+"
+    ),
+    re.compile(rf"{_after_boundary(_D)}{_D}*+(?:\.{_D}++)?+{_S}?+(?:{_UNITS}|{_ci('s')})(?!{_W})"),
+    re.compile(rf"{_after_boundary('[pP]')}(?:{_ci('id')}|{_ci('pid')})(?!{_W}){_SEP}{_D}+"),
 )
 
 _ASCII_DIGIT: Final = re.compile(_D)
@@ -278,13 +300,15 @@ _ASCII_DIGIT: Final = re.compile(_D)
 
 def failure_shape(output: str) -> str:
     """The output with date-times, clock times, attempt counters, durations and pids as `#`."""
-    # Each pattern runs only where what it needs is in the text (a digit for all, a colon for
-    # the times, the words for the counters and pids; a word's ASCII letters lower-case to
-    # themselves): a `#` put in joins no letters, so skipping a pattern changes nothing.
+    # Each pattern runs only where what it needs is in the text (a digit for all, two colons
+    # for the times and a dash for a date, the words for the counters and pids; a word's ASCII
+    # letters lower-case to themselves): a `#` put in joins no letters and adds no colon or
+    # dash, so skipping a pattern changes nothing.
     if _ASCII_DIGIT.search(output) is None:
         return output
-    if ":" in output:
-        output = _VOLATILE[0].sub("#", output)
+    if output.count(":") > 1:
+        if "-" in output:
+            output = _VOLATILE[0].sub("#", output)
         output = _VOLATILE[1].sub("#", output)
     lower = output.lower()
     if "attempt" in lower or "retry" in lower:
@@ -397,8 +421,12 @@ def fact_cells(
         return _digest_key(_strip_send_ids(details)), None, None, False, None
     # The configurable profile's rule 8, unless a marker needs canonicalising.
     details_json = canonical_json_bytes(details)
+    text_json = _text_json(text)
     # The marker start holds no character JSON escapes: it is in the text's JSON exactly when
     # it is in the text.
     if _MARKER_START in text or details_json.find(_MARKER_BYTES) >= 0:
-        return _digest_key({"details": details, "text": text}), None, None, False, None
-    return _details_text_key(details_json, _text_json(text)), None, None, False, None
+        # The value's canonical JSON from its parts, as _details_text_key hashes it.
+        plain = b'{"details":' + details_json + b',"text":' + text_json + b"}"
+        value: dict[str, JSON] = {"details": details, "text": text}
+        return _marked_digest_key(value, plain), None, None, False, None
+    return _details_text_key(details_json, text_json), None, None, False, None

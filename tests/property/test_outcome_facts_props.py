@@ -13,8 +13,13 @@ from hypothesis import strategies as st
 
 from loopguard_fleet.detectors.canonical import canonical_json_bytes
 from loopguard_fleet.detectors.outcome_facts import (
+    _D,
     _MARKER_SPAN,
+    _S,
+    _UNITS,
     _VOLATILE,
+    _W,
+    _ci,
     _digest_key,
     _marker_json,
     failure_shape,
@@ -116,21 +121,48 @@ def test_the_span_pattern_matches_as_openclaws(text: str) -> None:
     assert found(_MARKER_SPAN) == found(OPENCLAW_SPAN)
 
 
+# OpenClaw's VOLATILE_EXEC_FAILURE_PATTERNS (dist/tool-loop-detection-*.mjs of
+# openclaw@2026.9.6) translated token by token: `\b` as a lookbehind before the word and a
+# lookahead after it, every quantifier as written.
+_JS_SEP = f"(?:{_S}|[#:=])*"
+OPENCLAW_VOLATILE = (
+    re.compile(
+        rf"{_D}{{4}}-{_D}{{2}}-{_D}{{2}}[tT ]{_D}{{2}}:{_D}{{2}}:{_D}{{2}}(?:\.{_D}{{1,6}})?"
+        rf"(?:[zZ]|[+-]{_D}{{2}}:{_D}{{2}})?"
+    ),
+    re.compile(rf"{_D}{{1,2}}:{_D}{{2}}:{_D}{{2}}(?:\.{_D}{{1,6}})?"),
+    re.compile(rf"(?<!{_W})(?:{_ci('attempt')}|{_ci('retry')})(?!{_W}){_JS_SEP}{_D}+"),
+    re.compile(rf"(?<!{_W}){_D}+(?:\.{_D}+)?{_S}?(?:{_UNITS}|{_ci('s')})(?!{_W})"),
+    re.compile(rf"(?<!{_W})(?:{_ci('pid')}|{_ci('ppid')})(?!{_W}){_JS_SEP}{_D}+"),
+)
+
 # Volatile text whole and in parts, so that patterns meet, overlap and fall apart.
 output_pieces = st.sampled_from(
     ["pid 42", "PPID:7", "p\u0131d 5", "attempt #3", "ReTry=12", "\u212aattempt 3", "35ms",
      "1.5 s", "2 minutes", "3\u017f", "10:00:01", "2026-12-01T10:00:01.5Z", "pid", "attempt",
-     ":", "=", "#", "-", "7", " ", "x", "_"]
+     ":", "=", "#", "-", "7", " ", "x", "_", ".", "1.", "12.5", "seconds", "hour", "n", "\t"]
 )  # fmt: skip
+outputs = st.lists(output_pieces, max_size=10).map("".join)
 
 
 @laws
-@given(st.lists(output_pieces, max_size=10).map("".join))
-def test_a_failure_shape_is_every_volatile_pattern_applied_in_turn(output: str) -> None:
+@given(outputs)
+def test_a_failure_shape_is_every_volatile_pattern_of_openclaws_applied_in_turn(
+    output: str,
+) -> None:
     shaped = output
-    for pattern in _VOLATILE:
+    for pattern in OPENCLAW_VOLATILE:
         shaped = pattern.sub("#", shaped)
     assert failure_shape(output) == shaped
+
+
+@laws
+@given(outputs)
+def test_each_volatile_pattern_matches_as_openclaws(output: str) -> None:
+    for fast, literal in zip(_VOLATILE, OPENCLAW_VOLATILE, strict=True):
+        assert [m.span() for m in fast.finditer(output)] == [
+            m.span() for m in literal.finditer(output)
+        ]
 
 
 def test_keys_whose_canonical_forms_reorder_the_object_take_the_walk() -> None:

@@ -13,6 +13,7 @@ in-place build would put the extensions beside the sources, where they would sha
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +38,19 @@ COMPILED = (
     "streams/audit/lines.py",
     "streams/audit/replay.py",
 )
+# The build backend runs this file for the metadata too (`dist_info`, `egg_info`) before the
+# wheel's build runs it again. The metadata needs only the extensions' top-level names (for
+# top_level.txt), not mypyc's type check and code generation (~10 s of the ~90 s build).
+METADATA_ONLY = {"dist_info", "egg_info"}
 
 
 def compiled_modules() -> list[Any]:
     """The mypyc extensions of the per-event modules, when LOOPGUARD_COMPILE=1."""
     if os.environ.get("LOOPGUARD_COMPILE") != "1":
         return []
-    from mypyc.build import mypycify
+    from mypyc.build import group_name, mypycify
+    from mypyc.common import shared_lib_name
+    from setuptools import Extension
 
     # mypy names a module by its path: a link tree lays detectors/ and streams/ out as they are
     # installed, so the extensions are loopguard_fleet.*, as pyproject's package-dir maps them.
@@ -60,6 +67,12 @@ def compiled_modules() -> list[Any]:
         for path in package.glob(pattern)
         if path.name not in INTERPRETED
     )
+    command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
+    if command in METADATA_ONLY:
+        # mypyc's one shared library for all the modules, named as mypycify names it; the
+        # modules' own extensions are under loopguard_fleet, a top-level name already.
+        modules = [".".join(Path(s).relative_to(STAGE).with_suffix("").parts) for s in sources]
+        return [Extension(shared_lib_name(group_name(modules)), sources=[])]
     # A minimal configuration: the package's own (pyproject) loads the pydantic plugin, which
     # the engine does not use and a build environment need not have.
     config = STAGE / "mypy.ini"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +41,23 @@ def test_tool_names_lower_case_with_the_final_sigma() -> None:
     from loopguard_fleet.detectors.hashing import normalize_tool
 
     assert normalize_tool(" ΟΔΥΣΣΕΥΣ ") == "οδυσσευς"
+
+
+@pytest.mark.skipif(not COMPILED, reason="the compiled pass reads the compiled wheel's metadata")
+def test_the_compiled_wheel_names_each_top_level_module_it_installs() -> None:
+    # setup.py names mypyc's shared library for the metadata without compiling (top_level.txt).
+    from importlib.metadata import Distribution
+
+    from loopguard_fleet.detectors import engine
+
+    # The wheel unpacked where the compiled modules are (the source tree has metadata too).
+    unpacked = Path(engine.__file__ or "").parents[2]
+    dist = Distribution.at(next(unpacked.glob("loopguard_fleet-*.dist-info")))
+    top_level = set((dist.read_text("top_level.txt") or "").split())
+    installed = {
+        str(path.parts[0]).split(".")[0]
+        for path in dist.files or []
+        if ".dist-info" not in path.parts[0]
+    }
+    assert any(name.endswith("__mypyc") for name in installed), installed
+    assert installed == top_level

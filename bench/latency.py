@@ -20,7 +20,10 @@ average) on stderr, one JSON line per figure on stdout.
 Where the worker's time goes: before and after each worker window the bench reads the
 worker's `/metrics`, and each window's line gives the p50 and p99 of every verdict stage
 (`loopguard_verdict_stage_seconds`: fetch, queue, engine, send, ack) from the histogram's increase,
-as the bucket bound the quantile falls in; the JSON lines carry them per window.
+as the bucket bound the quantile falls in; the JSON lines carry them per window. Each window
+also gives each side's CPU time a call (its process's user + system time over the window,
+from /proc, divided by the calls answered): at a fixed rate the side that spends more of a
+core per call waits longer behind its own work at every quantile.
 """
 
 from __future__ import annotations
@@ -79,6 +82,8 @@ class Probe:
         self.fetch_wait_ms = fetch_wait_ms
         self.metrics_url: str | None = None  # the worker's /metrics (none for the relay)
         self.stages: list[dict[str, dict[str, float | None]]] = []  # per window
+        self.pid: int | None = None  # the side's process, for its CPU time
+        self.cpu_ms_per_call: list[float | None] = []  # per window
         self.sent: dict[str, float] = {}
         self.latencies: list[float] = []
         self.seqs = [0] * RUNS
@@ -142,8 +147,14 @@ class Probe:
         """Send at RATE for `seconds`, wait for the stragglers; the window's latencies (and,
         for the worker, its verdict stages in `stages`)."""
         before = await _scrape(self.metrics_url)
+        cpu_before = cpu_seconds(self.pid)
         latencies = await self._window(seconds)
+        cpu_after = cpu_seconds(self.pid)
         after = await _scrape(self.metrics_url)
+        used = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+        self.cpu_ms_per_call.append(
+            None if used is None or not latencies else round(used * 1000 / len(latencies), 3)
+        )
         if self.metrics_url is not None:
             self.stages.append(stage_quantiles(before, after))
         return latencies
@@ -169,6 +180,15 @@ class Probe:
                 await asyncio.wait_for(self._drained.wait(), 5)
         # An answer still missing after 5 s counts as slower than any answered one.
         return list(self.latencies) + [float("inf")] * len(self.sent)
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """The user and system CPU time a process has used (Linux /proc), or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None  # no pid, no /proc, or the process is gone
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -202,6 +222,7 @@ async def side_probe(
     proc = _start(cmd, env, log)
     try:
         async with Probe(bootstrap, source, answers, fetch_wait_ms, options) as probe:
+            probe.pid = proc.pid
             await _ready(probe, proc, log)
             yield probe
     finally:
@@ -329,7 +350,11 @@ async def _bench(args: argparse.Namespace, workdir: Path) -> None:
                     r.append(await relay.window(window))
                     load.append(round(os.getloadavg()[0], 2))
                 stages = worker.stages[-runs:]
-            _report(wait, w, r, args.broker, load, args.background_load, stages)
+                cpu = {
+                    "worker": worker.cpu_ms_per_call[-runs:],
+                    "relay": relay.cpu_ms_per_call[-runs:],
+                }
+            _report(wait, w, r, args.broker, load, args.background_load, stages, cpu)
 
 
 @contextlib.asynccontextmanager
@@ -374,6 +399,7 @@ async def _side(
 def _report(
     wait: int, w: list[list[float]], r: list[list[float]], broker: str, load: list[float],
     background: int, stages: list[dict[str, dict[str, float | None]]],
+    cpu: dict[str, list[float | None]],
 ) -> None:  # fmt: skip
     """Per-window lines on stderr, one JSON line per figure on stdout."""
     for i, (wl, rl) in enumerate(zip(w, r, strict=True)):
@@ -382,7 +408,8 @@ def _report(
             f"p99 {_pct(wl, 0.99):.1f} max {max(wl):.1f} ms (lost {_lost([wl])[0]}); relay "
             f"p50 {_pct(rl, 0.5):.1f} p99 {_pct(rl, 0.99):.1f} max {max(rl):.1f} ms "
             f"(lost {_lost([rl])[0]}); p99 ratio "
-            f"{_pct(wl, 0.99) / max(_pct(rl, 0.99), 1e-9):.2f}; load {load[i]}",
+            f"{_pct(wl, 0.99) / max(_pct(rl, 0.99), 1e-9):.2f}; load {load[i]}; CPU ms a call: "
+            f"worker {cpu['worker'][i]}, relay {cpu['relay'][i]}",
             file=sys.stderr,
         )
         if i < len(stages):
@@ -398,6 +425,8 @@ def _report(
         # The target's tail check: no window's p99 above 3 x the relay's in the same window.
         "window_p99_ratios": [None if x == float("inf") else round(x, 2) for x in ratios],
         "worker_stages_ms_per_window": stages,
+        # Each side's process CPU time (user + system) in its window over the calls answered.
+        "cpu_ms_per_call_per_window": cpu,
     }
     for fig, q in (("verdict_p50_ms", 0.5), ("verdict_p99_ms", 0.99)):
         print(_figure(fig, wait, [_pct(x, q) for x in w], [_pct(x, q) for x in r], **lost))

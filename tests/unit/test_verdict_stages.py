@@ -3,7 +3,9 @@ bench/latency.py reads a window's quantiles from two scrapes of it."""
 
 from __future__ import annotations
 
-from bench.latency import stage_buckets, stage_quantiles
+import os
+
+from bench.latency import cpu_seconds, stage_buckets, stage_quantiles
 from loopguard_fleet.streams.processing.metrics import Metrics
 
 
@@ -25,3 +27,12 @@ def test_a_window_s_stage_quantiles_come_from_the_increase_between_two_scrapes()
         "ack": {"p50": 1.5, "p99": 1.5},
     }
     assert stage_quantiles(after, after)["fetch"] == {"p50": None, "p99": None}
+
+
+def test_a_side_s_cpu_time_is_its_process_user_and_system_time() -> None:
+    times = os.times()
+    used = cpu_seconds(os.getpid())
+    assert used is not None
+    # Both count every thread of the process, in clock ticks (10 ms here) for /proc.
+    assert abs(used - (times.user + times.system)) < 0.05
+    assert cpu_seconds(None) is None

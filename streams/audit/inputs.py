@@ -229,7 +229,7 @@ class FileInput:
         reason = exc.strerror or exc
         return InputError(f"cannot read {self.path} after line {line}: {reason}")
 
-    def close(self, stream: Iterable[bytes]) -> None:
+    def close(self, stream: Iterator[bytes]) -> None:
         """End a pass: what was read is kept for `done_bytes`, the file is closed."""
         self._followed = self.done_bytes()  # what was read, once the file is closed
         if self.path != "-":

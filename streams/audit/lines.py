@@ -4,7 +4,7 @@ source that opens, reports and closes the file."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Protocol
 
 __all__ = ["LineSource", "NumberedLines"]
@@ -13,15 +13,15 @@ __all__ = ["LineSource", "NumberedLines"]
 class LineSource(Protocol):
     """What `NumberedLines` reads: a stream opened for one pass, and how to end it."""
 
-    def open(self) -> Iterable[bytes]:
-        """Open the stream for one pass."""
+    def open(self) -> Iterator[bytes]:
+        """Open the stream for one pass (a file object is its own iterator)."""
         ...
 
     def failed(self, exc: OSError | EOFError, line: int) -> Exception:
         """The error to raise for a read that failed after line `line`."""
         ...
 
-    def close(self, stream: Iterable[bytes]) -> None:
+    def close(self, stream: Iterator[bytes]) -> None:
         """End the pass (read to its end, failed, or dropped unfinished)."""
         ...
 
@@ -36,8 +36,7 @@ class NumberedLines:
 
     def __init__(self, source: LineSource) -> None:
         self._source = source
-        self._stream: Iterable[bytes] | None = None
-        self._lines: Iterator[bytes] | None = None
+        self._stream: Iterator[bytes] | None = None
         self._n = 0
         self._started = False
 
@@ -47,16 +46,14 @@ class NumberedLines:
     # `object`, not `tuple[int, bytes]`: mypyc would put a method returning its unboxed tuple
     # in the iterator slot, which takes a function returning an object (a C type error).
     def __next__(self) -> object:
-        lines = self._lines
-        if lines is None:
+        stream = self._stream
+        if stream is None:
             if self._started:
                 raise StopIteration
             self._started = True  # one pass: an open that fails ends it too
-            stream = self._source.open()
-            self._stream, lines = stream, iter(stream)
-            self._lines = lines
+            stream = self._stream = self._source.open()
         try:
-            for line in lines:
+            for line in stream:
                 self._n += 1
                 if not line.isspace():
                     return self._n, line
@@ -68,7 +65,7 @@ class NumberedLines:
 
     def _end(self) -> None:
         stream = self._stream
-        self._stream = self._lines = None
+        self._stream = None
         if stream is not None:
             self._source.close(stream)
 

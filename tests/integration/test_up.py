@@ -6,7 +6,6 @@ runtime), and in both cases leaves neither its broker nor its worker running.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import broker_kind
-from tests.integration.up_demo import up_demo_until_blocks_then_stop
+from tests.integration.up_demo import up_demo_until_blocks_then_stop, up_env
 
 #: Both signals on the embedded Tansu; on Apache Kafka one signal is enough to show `up` stops
 #: the Kafka it started (how `up` handles each signal does not depend on the broker).
@@ -26,8 +25,7 @@ _RUN = ["ctrl_c", "sigterm"] if broker_kind() == "tansu" else ["sigterm"]
 def test_up_demo_prints_blocks_and_aborts_and_stops_everything_on_signal(
     stop_signal: signal.Signals, tmp_path: Path
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
-    env["TMPDIR"] = str(tmp_path)  # `up` keeps its data directory (log, policy) when it stops
+    env = up_env(tmp_path)
     # `up` starts a broker of its own; it has no secured mode (not in that pass: NO_SECURE).
     kind = broker_kind()
     argv = [sys.executable, "-m", "loopguard_fleet.streams.cli", "up", "--demo", "--runs", "20"]

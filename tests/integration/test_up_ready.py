@@ -7,7 +7,6 @@ come from the worker within the client's default verdict timeout, not fail open.
 from __future__ import annotations
 
 import asyncio
-import os
 import queue
 import re
 import signal
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from loopguard_fleet.streams.client.runtime import RuntimeClient
 from tests.integration.conftest import broker_kind
-from tests.integration.up_demo import DEADLINE_S, _default_sigint, _pump
+from tests.integration.up_demo import DEADLINE_S, _default_sigint, _pump, up_env
 
 
 async def _first_verdict(bootstrap: str) -> tuple[bool, str]:
@@ -34,8 +33,7 @@ async def _first_verdict(bootstrap: str) -> tuple[bool, str]:
 
 
 def test_first_verdict_after_up_prints_ready_is_the_workers(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
-    env["TMPDIR"] = str(tmp_path)  # `up` keeps its data directory (log, policy) when it stops
+    env = up_env(tmp_path)
     argv = [sys.executable, "-m", "loopguard_fleet.streams.cli", "up", "--broker", broker_kind()]
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,

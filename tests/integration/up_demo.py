@@ -22,6 +22,14 @@ from typing import IO
 DEADLINE_S = 90.0
 
 
+def up_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of an `up` a test starts: none of the test run's LOOPGUARD_ settings,
+    and TMPDIR in the test's directory (`up` keeps its data directory when it stops)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
+    env["TMPDIR"] = str(tmp_path)
+    return env
+
+
 def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 

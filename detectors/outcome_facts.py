@@ -134,6 +134,10 @@ def canonical_markers(text: str) -> str:
     return _MARKER_SPAN.sub(_canonical_span, text)
 
 
+# JSON's leaves but null, as a tuple built once (`isinstance(x, a | b)` builds its union a call).
+_LEAVES: Final = (str, int, float)
+
+
 def _keys_reorder(value: object, depth: int = 0) -> bool:
     """True when canonicalising markers in object keys anywhere in `value` would reorder an
     object's keys (or it nests too deep to tell: the careful walk below takes it)."""
@@ -157,7 +161,7 @@ def _keys_reorder(value: object, depth: int = 0) -> bool:
     if type(value) is list or type(value) is tuple:
         items: list[object] | tuple[object, ...] = value
         return any(_keys_reorder(item, depth + 1) for item in items)
-    if isinstance(value, str | int | float) or value is None:
+    if isinstance(value, _LEAVES) or value is None:
         return False  # a leaf, tested first: a Mapping test is an interpreted ABC check
     return isinstance(value, Mapping)  # another mapping's keys: the careful walk
 

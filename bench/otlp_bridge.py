@@ -18,15 +18,16 @@ spans. It isolates what the bridge adds over decoding; `replay --input-format ot
 detection engine on top, which bench/replay.py measures. Prints one JSON line: median spans/s
 of each side, the ratio, and the events/s the bridge feeds the worker (two per span), to read
 beside P's events/s (bench/pipeline.py; the target is ≥ 0.5 × P). `--with-p` measures that
-ratio in the same run: each bridge pass is followed by one worker run of workload P
-(bench/pipeline.py's, on an embedded Tansu), and a second JSON line gives the bridge's events/s
-against P's.
+ratio in the same run: each floor and bridge pass is followed by one worker run of workload P
+(bench/pipeline.py's, on an embedded Tansu), and a second JSON line gives, from the same
+bridge passes, the bridge's events/s against P's.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -36,7 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,8 +133,17 @@ def floor_pass(data: list[bytes]) -> tuple[float, int]:
     return time.perf_counter() - t0, seen
 
 
-def measure(spans: int, runs: int) -> dict[str, Any]:
-    """Median spans/s of the bridge and of its floor over `runs` alternating passes."""
+P_BASELINE = "P: the worker's events/s (bench/pipeline.py), alternated in the same run"
+P_EVENTS = {False: 20_000, True: 100_000}  # P's calls for a quick run and for a full one
+
+
+PRun = Callable[[int], Awaitable[float]]  # one P worker run (its index): its events/s
+
+
+async def measure(spans: int, runs: int, with_p: bool = False) -> list[dict[str, Any]]:
+    """Median spans/s of the bridge and of its floor over `runs` alternating passes; with
+    `with_p`, P's worker runs after each pair of passes, and a second figure gives the
+    bridge's events/s against the worker's, from the same passes."""
     data = payloads(spans)
     sides: dict[str, Callable[[list[bytes]], tuple[float, int]]] = {
         "floor": floor_pass,
@@ -141,78 +151,93 @@ def measure(spans: int, runs: int) -> dict[str, Any]:
     }
     expect = {"floor": spans, "bridge": 2 * spans}  # every span seen; two events per span
     rates: dict[str, list[float]] = {name: [] for name in sides}
-    gc.collect()
-    gc.freeze()  # the prebuilt payloads are harness data: keep the collector off them
-    try:
-        for side in sides.values():
-            side(data)  # warm-up
-        for _ in range(runs):
-            for name, side in sides.items():
-                dt, count = side(data)
-                if count != expect[name]:
-                    raise SystemExit(f"{name}: {count} instead of {expect[name]}")
-                rates[name].append(spans / dt)
-    finally:
-        gc.unfreeze()
+    worker: list[float] = []
+    async with p_worker(spans) if with_p else _no_p() as run_p:
+        gc.collect()
+        gc.freeze()  # the prebuilt payloads are harness data: keep the collector off them
+        try:
+            for i in range(runs + 1):  # pass 0 warms every side up
+                for name, side in sides.items():
+                    dt, count = side(data)
+                    if count != expect[name]:
+                        raise SystemExit(f"{name}: {count} instead of {expect[name]}")
+                    if i:
+                        rates[name].append(spans / dt)
+                if run_p is not None:
+                    rate = await run_p(i)
+                    if i:
+                        worker.append(rate)
+        finally:
+            gc.unfreeze()
     bridge, floor = statistics.median(rates["bridge"]), statistics.median(rates["floor"])
-    return {
-        "load_avg_1m": LOAD[0],
-        "workload": "O",
-        "figure": "otlp_bridge_spans_per_s",
-        "median": round(bridge),
-        "runs": [round(r) for r in rates["bridge"]],
-        "baseline": "protobuf parse of the same payloads (the floor)",
-        "baseline_median": round(floor),
-        "baseline_runs": [round(r) for r in rates["floor"]],
-        "ratio": round(bridge / floor, 3),
-        "events_per_s": round(2 * bridge),
-        "spans": spans,
-        "spans_per_payload": PER_PAYLOAD,
-        "payload_bytes": sum(map(len, data)),
-    }
+    figures: list[dict[str, Any]] = [
+        {
+            "load_avg_1m": LOAD[0],
+            "workload": "O",
+            "figure": "otlp_bridge_spans_per_s",
+            "median": round(bridge),
+            "runs": [round(r) for r in rates["bridge"]],
+            "baseline": "protobuf parse of the same payloads (the floor)",
+            "baseline_median": round(floor),
+            "baseline_runs": [round(r) for r in rates["floor"]],
+            "ratio": round(bridge / floor, 3),
+            "events_per_s": round(2 * bridge),
+            "spans": spans,
+            "spans_per_payload": PER_PAYLOAD,
+            "payload_bytes": sum(map(len, data)),
+        }
+    ]
+    if worker:
+        events = [2 * r for r in rates["bridge"]]
+        b, w = statistics.median(events), statistics.median(worker)
+        figures.append(
+            {
+                "load_avg_1m": LOAD[0],
+                "workload": "O",
+                "figure": "otlp_bridge_events_per_s",
+                "median": round(b),
+                "runs": [round(r) for r in events],
+                "baseline": P_BASELINE,
+                "baseline_median": round(w),
+                "baseline_runs": [round(r) for r in worker],
+                "ratio": round(b / w, 3),
+                "target": 0.5,
+                "spans": spans,
+                "p_events": P_EVENTS[spans >= 200_000],
+            }
+        )
+    return figures
 
 
-async def measure_with_p(spans: int, runs: int) -> dict[str, Any]:
-    """The bridge's events/s against P's worker, alternated pass by run in the same run."""
+@contextlib.asynccontextmanager
+async def _no_p() -> AsyncIterator[PRun | None]:
+    yield None
+
+
+@contextlib.asynccontextmanager
+async def p_worker(spans: int) -> AsyncIterator[PRun]:
+    """P's workload on an embedded Tansu, prefilled once; yields one worker run by index."""
     sys.path.insert(0, str(REPO / "bench"))
     import pipeline  # bench/pipeline.py: P's workload, broker and worker run
 
-    data = payloads(spans)
-    records = pipeline.workload(20_000 if spans < 200_000 else 100_000, pipeline.RUNS)
+    records = pipeline.workload(P_EVENTS[spans >= 200_000], pipeline.RUNS)
     workdir = Path(tempfile.mkdtemp(prefix="loopguard-bench-otlp-"))
-    bridge: list[float] = []
-    worker: list[float] = []
     try:
         with pipeline.bench_broker("tansu", workdir) as broker:
             source = "bench.tool-calls"
             names = [source, *(f"{source}.{t}" for t in ("compactions", "control", "dead-letter"))]
             await pipeline.create_topics(broker.bootstrap, names, pipeline.PARTITIONS)
             await pipeline.prefill(broker.bootstrap, source, records)
-            for i in range(runs + 1):  # run 0 is the warm-up of both
-                dt, _ = bridge_pass(data)
+
+            async def run(i: int) -> float:
                 rate, _ = await pipeline.run_worker(
                     broker, source, f"otlp{i}", len(records), workdir, None, {}
                 )
-                if i:
-                    bridge.append(2 * spans / dt)
-                    worker.append(rate)
+                return float(rate)
+
+            yield run
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    b, w = statistics.median(bridge), statistics.median(worker)
-    return {
-        "load_avg_1m": LOAD[0],
-        "workload": "O",
-        "figure": "otlp_bridge_events_per_s",
-        "median": round(b),
-        "runs": [round(r) for r in bridge],
-        "baseline": "P: the worker's events/s (bench/pipeline.py), alternated in the same run",
-        "baseline_median": round(w),
-        "baseline_runs": [round(r) for r in worker],
-        "ratio": round(b / w, 3),
-        "target": 0.5,
-        "spans": spans,
-        "p_events": len(records),
-    }
 
 
 def main() -> None:
@@ -226,9 +251,8 @@ def main() -> None:
     )  # fmt: skip
     a = p.parse_args()
     spans = 20_000 if a.quick else 200_000
-    print(json.dumps(measure(spans, a.runs)), flush=True)
-    if a.with_p:
-        print(json.dumps(asyncio.run(measure_with_p(spans, a.runs))), flush=True)
+    for figure in asyncio.run(measure(spans, a.runs, a.with_p)):
+        print(json.dumps(figure), flush=True)
 
 
 if __name__ == "__main__":

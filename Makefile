@@ -67,11 +67,11 @@ unit: $(STAMP)  ## tests that need no broker
 # The engine compiled by mypyc (setup.py), as a wheel unpacked where the compiled pass and the
 # benchmarks put it first on the path. Built in the checkout, as tests/packaging/dists.py
 # builds, so under its lock: the egg-info is written there.
-# Rebuilt only when a file the wheel packs changed (a second `make bench` skips the ~85 s).
+# Rebuilt only when a file the wheel packs changed (a second `make bench` skips the ~75 s).
 COMPILED := build/compiled
 COMPILED_SOURCES := setup.py pyproject.toml deploy/kafka/pom.xml \
 	$(shell find detectors config streams integrations/adapters -name '*.py' -o -name py.typed)
-compiled: $(COMPILED)/.built  ## the mypyc-compiled engine and processing core, unpacked into build/compiled (~85 s)
+compiled: $(COMPILED)/.built  ## the mypyc-compiled engine and processing core, unpacked into build/compiled (~75 s)
 
 $(COMPILED)/.built: $(STAMP) $(COMPILED_SOURCES)
 	rm -rf $(COMPILED) && mkdir -p $(COMPILED)

@@ -204,7 +204,6 @@ def up_main(settings: Settings, demo: bool, runs: int = 50, broker_kind: str = "
         raise SystemExit(f"--broker {broker_kind} starts a broker: unset LOOPGUARD_BROKER")
     broker: EmbeddedBroker | KafkaBroker | None = None
     data_dir = Path(tempfile.mkdtemp(prefix="loopguard-"))
-    web_port = settings.web_port if "web_port" in chosen else free_port()
     log_path = data_dir / "worker.log"
     topics = Topics(settings.topic_tool_calls, settings.topic_compactions, settings.topic_control)
     proc = None
@@ -215,6 +214,9 @@ def up_main(settings: Settings, demo: bool, runs: int = 50, broker_kind: str = "
             except BrokerError as exc:
                 raise SystemExit(f"loopguard up: {exc}") from exc
         broker_url = external or broker.url  # type: ignore[union-attr]
+        # Picked once the broker listens: picked before, the OS could hand the broker the same
+        # port, and the worker's web server then failed to bind (address already in use).
+        web_port = settings.web_port if "web_port" in chosen else free_port()
         bootstrap = ",".join(settings.model_copy(update={"broker": broker_url}).bootstrap_servers)
         where = "" if broker is None else _describe(broker)
         # The one address form every consumer takes: LOOPGUARD_BROKER, --broker, RuntimeClient.

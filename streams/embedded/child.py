@@ -18,7 +18,7 @@ from typing import Final, Self
 from loopguard_fleet.streams.embedded.processes import stop_process
 from loopguard_fleet.streams.errors import BrokerError
 
-__all__ = ["HOST", "ChildBroker", "free_port", "kafka_ready"]
+__all__ = ["HOST", "ChildBroker", "free_port", "free_ports", "kafka_ready"]
 
 HOST: Final = "127.0.0.1"
 
@@ -30,6 +30,18 @@ def free_port(host: str = HOST) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def free_ports(count: int, host: str = HOST) -> list[int]:
+    """`count` distinct TCP ports free on `host` right now: each is held until all are picked,
+    so the OS cannot hand one out twice (two `free_port` calls in a row can)."""
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(count):
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((host, 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 def kafka_ready(host: str, port: int, timeout: float = 1.0) -> bool:

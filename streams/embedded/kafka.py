@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Final, Self
 
-from loopguard_fleet.streams.embedded.child import HOST, ChildBroker, free_port, kafka_ready
+from loopguard_fleet.streams.embedded.child import HOST, ChildBroker, free_ports, kafka_ready
 from loopguard_fleet.streams.embedded.kafka_security import ADMIN, SecureSetup
 from loopguard_fleet.streams.errors import BrokerError
 from loopguard_fleet.streams.kafka.security import ClientSecurity
@@ -303,10 +303,12 @@ class KafkaBroker(ChildBroker):
         if self._dir is None:
             self._dir = Path(tempfile.mkdtemp(prefix="loopguard-kafka-"))
         self._dir.mkdir(parents=True, exist_ok=True)
+        # The client and controller ports picked together: two picks in a row can be the same.
+        port, controller_port = free_ports(2)
         if self._port is None:
-            self._port = free_port()
+            self._port = port
         if self._controller_port is None:
-            self._controller_port = free_port()
+            self._controller_port = controller_port if controller_port != self._port else port
         if self._is_secure and self._secure is None:
             self._secure = SecureSetup.create(self.data_dir / "tls")
         config = self.data_dir / "server.properties"

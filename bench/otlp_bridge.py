@@ -134,9 +134,6 @@ def floor_pass(data: list[bytes]) -> tuple[float, int]:
 
 
 P_BASELINE = "P: the worker's events/s (bench/pipeline.py), alternated in the same run"
-P_EVENTS = {False: 20_000, True: 100_000}  # P's calls for a quick run and for a full one
-
-
 PRun = Callable[[int], Awaitable[float]]  # one P worker run (its index): its events/s
 
 
@@ -152,7 +149,9 @@ async def measure(spans: int, runs: int, with_p: bool = False) -> list[dict[str,
     expect = {"floor": spans, "bridge": 2 * spans}  # every span seen; two events per span
     rates: dict[str, list[float]] = {name: [] for name in sides}
     worker: list[float] = []
-    async with p_worker(spans) if with_p else _no_p() as run_p:
+    async with p_worker(spans) if with_p else _no_p() as p:
+        run_p = None if p is None else p[0]
+        p_events = 0 if p is None else p[1]
         gc.collect()
         gc.freeze()  # the prebuilt payloads are harness data: keep the collector off them
         try:
@@ -203,24 +202,25 @@ async def measure(spans: int, runs: int, with_p: bool = False) -> list[dict[str,
                 "ratio": round(b / w, 3),
                 "target": 0.5,
                 "spans": spans,
-                "p_events": P_EVENTS[spans >= 200_000],
+                "p_events": p_events,
             }
         )
     return figures
 
 
 @contextlib.asynccontextmanager
-async def _no_p() -> AsyncIterator[PRun | None]:
+async def _no_p() -> AsyncIterator[tuple[PRun, int] | None]:
     yield None
 
 
 @contextlib.asynccontextmanager
-async def p_worker(spans: int) -> AsyncIterator[PRun]:
-    """P's workload on an embedded Tansu, prefilled once; yields one worker run by index."""
+async def p_worker(spans: int) -> AsyncIterator[tuple[PRun, int]]:
+    """P's workload on an embedded Tansu, prefilled once; yields one worker run by index and
+    the events each run reads."""
     sys.path.insert(0, str(REPO / "bench"))
     import pipeline  # bench/pipeline.py: P's workload, broker and worker run
 
-    records = pipeline.workload(P_EVENTS[spans >= 200_000], pipeline.RUNS)
+    records = pipeline.workload(20_000 if spans < 200_000 else 100_000, pipeline.RUNS)
     workdir = Path(tempfile.mkdtemp(prefix="loopguard-bench-otlp-"))
     try:
         with pipeline.bench_broker("tansu", workdir) as broker:
@@ -235,7 +235,7 @@ async def p_worker(spans: int) -> AsyncIterator[PRun]:
                 )
                 return float(rate)
 
-            yield run
+            yield run, len(records)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -27,9 +27,7 @@ _live: set[ChildBroker] = set()  # strong refs: a forgotten broker is still stop
 
 def free_port(host: str = HOST) -> int:
     """A TCP port that is free on `host` right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1, host)[0]
 
 
 def free_ports(count: int, host: str = HOST) -> list[int]:

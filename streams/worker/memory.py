@@ -12,9 +12,15 @@ this one is added last), when the changelog burst of that checkpoint has been ha
 glibc also raises its mmap threshold each time it frees a mapped block (mallopt(3),
 M_MMAP_THRESHOLD: "dynamic" up to 32 MiB), so after the first large buffers (the consumer's
 fetches, the producer's batches) are freed, later ones of the same size come from the heap
-and pin it. `fix_mmap_threshold` sets the threshold once at start (128 KiB, glibc's initial
-value), which also turns the dynamic adjustment off: large blocks stay mapped and go back to
-the system when freed.
+and pin it. `fix_thresholds` sets the mmap and trim thresholds once at start, which turns
+the dynamic adjustment off: blocks above 272 KiB stay mapped and go back to the system when
+freed. Not lower: asyncio reads a socket into a fresh 256 KiB bytes object every time and
+shrinks it to what arrived (`SOCKET_READ_BYTES`); mapped, every read mapped, faulted in,
+remapped and unmapped memory (at glibc's initial 128 KiB: ~3,000 page faults a second on
+workload L, 7 % of the worker's CPU, docs/performance.md). The trim threshold, how much free
+memory the heap's top keeps before `free` shrinks it, is 1 MiB for the same buffer: at 128
+KiB, freeing it at the top shrank the heap and the next read faulted the pages back in. The
+trim after each checkpoint returns that top too.
 
 `LOOPGUARD_MALLOC_TRIM=false` turns both off; on a C library other than glibc they do nothing.
 """
@@ -28,7 +34,13 @@ from collections.abc import Callable
 from time import monotonic, perf_counter
 from typing import Any
 
-__all__ = ["HeapTrimmer", "fix_mmap_threshold", "glibc_function", "glibc_malloc_trim"]
+__all__ = [
+    "SOCKET_READ_BYTES",
+    "HeapTrimmer",
+    "fix_thresholds",
+    "glibc_function",
+    "glibc_malloc_trim",
+]
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +50,12 @@ log = logging.getLogger(__name__)
 MIN_INTERVAL_S = 1.0
 
 
-M_MMAP_THRESHOLD = -3  # <malloc.h>
-MMAP_THRESHOLD_BYTES = 128 * 1024
+M_TRIM_THRESHOLD = -1  # <malloc.h>
+M_MMAP_THRESHOLD = -3
+# What asyncio's socket transports allocate for every read (`selector_events`: `max_size`).
+SOCKET_READ_BYTES = 256 * 1024
+MMAP_THRESHOLD_BYTES = SOCKET_READ_BYTES + 16 * 1024  # the read buffer comes from the heap
+TRIM_THRESHOLD_BYTES = 1024 * 1024  # and freeing it at the heap's top keeps the top
 
 
 def glibc_function(name: str, *argtypes: type[Any]) -> Callable[..., int] | None:
@@ -63,10 +79,15 @@ def glibc_malloc_trim() -> Callable[[int], int] | None:
     return glibc_function("malloc_trim", ctypes.c_size_t)
 
 
-def fix_mmap_threshold(mallopt: Callable[[int, int], int] | None = None) -> bool:
-    """Fix glibc's mmap threshold at 128 KiB (not dynamic); True when glibc accepted it."""
+def fix_thresholds(mallopt: Callable[[int, int], int] | None = None) -> bool:
+    """Fix glibc's mmap and trim thresholds (not dynamic); True when glibc accepted both."""
     mallopt = mallopt or glibc_function("mallopt", ctypes.c_int, ctypes.c_int)
-    return mallopt is not None and mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
+    if mallopt is None:
+        return False
+    return (
+        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
+        and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) == 1
+    )
 
 
 class HeapTrimmer:

@@ -38,7 +38,7 @@ from loopguard_fleet.streams.worker.broker_watch import (
 from loopguard_fleet.streams.worker.exactly_once import TransactionalOutbox
 from loopguard_fleet.streams.worker.faust.internals import QuietWorker
 from loopguard_fleet.streams.worker.fleet import install_fleet
-from loopguard_fleet.streams.worker.memory import HeapTrimmer, fix_mmap_threshold, glibc_malloc_trim
+from loopguard_fleet.streams.worker.memory import HeapTrimmer, fix_thresholds, glibc_malloc_trim
 from loopguard_fleet.streams.worker.policy_follower import install_policy_switches
 
 __all__ = ["assemble", "ensure_topics", "run_worker", "worker_topics"]
@@ -172,7 +172,7 @@ def run_worker(settings: Settings) -> int:
         )
         return EXIT_USAGE
     if settings.malloc_trim:  # before the buffers it is for (streams/worker/memory.py)
-        fix_mmap_threshold()
+        fix_thresholds()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     discard_orphaned_state(settings.worker_data_dir)  # left by a broker that lost its data

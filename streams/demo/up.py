@@ -248,8 +248,10 @@ def up_main(settings: Settings, demo: bool, runs: int = 50, broker_kind: str = "
     except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM during the demo
         print("\nstopping…", flush=True)
     finally:
-        # A repeated SIGTERM must not cut the clean-up short and orphan the children.
+        # A repeated SIGTERM or Ctrl-C must not cut the clean-up short and orphan the children
+        # (a second Ctrl-C left the worker running); stop_process is bounded by its SIGKILL.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         if proc is not None:
             stop_process(proc, timeout=20)
         if broker is not None:

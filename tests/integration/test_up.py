@@ -30,3 +30,12 @@ def test_up_demo_prints_blocks_and_aborts_and_stops_everything_on_signal(
     kind = broker_kind()
     argv = [sys.executable, "-m", "loopguard_fleet.streams.cli", "up", "--demo", "--runs", "20"]
     up_demo_until_blocks_then_stop([*argv, "--broker", kind], env, stop_signal)
+
+
+def test_up_demo_stops_everything_on_a_second_ctrl_c_while_stopping(tmp_path: Path) -> None:
+    # The second Ctrl-C once arrived while `up` stopped its worker: `up` exited and the worker
+    # went on running, orphaned.
+    argv = [sys.executable, "-m", "loopguard_fleet.streams.cli", "up", "--demo", "--runs", "20"]
+    up_demo_until_blocks_then_stop(
+        [*argv, "--broker", broker_kind()], up_env(tmp_path), signal.SIGINT, again=True
+    )

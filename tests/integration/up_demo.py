@@ -78,12 +78,18 @@ def _outage_fired_blocked_and_resolved(text: str) -> None:
 
 
 def up_demo_until_blocks_then_stop(
-    argv: list[str], env: dict[str, str], stop_signal: signal.Signals, cwd: Path | None = None
+    argv: list[str],
+    env: dict[str, str],
+    stop_signal: signal.Signals,
+    cwd: Path | None = None,
+    *,
+    again: bool = False,
 ) -> str:
     """Run `argv` (an `up --demo`), assert it blocks and aborts, stop it; returns what it printed.
 
     Asserts that `up` exits 0 on `stop_signal` and leaves neither its broker nor its worker
-    running (both found by the PIDs `up` prints).
+    running (both found by the PIDs `up` prints). `again`: the signal is sent a second time once
+    `up` says it is stopping (an impatient user's second Ctrl-C).
     """
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True, cwd=cwd,
@@ -120,6 +126,11 @@ def up_demo_until_blocks_then_stop(
         _replay_reads_what_up_printed(text, env, cwd)
     finally:
         proc.send_signal(stop_signal)
+        stopping: list[str] = []
+        while again and not any("stopping" in line for line in stopping):
+            stopping.append(lines.get(timeout=DEADLINE_S))
+        if again:
+            proc.send_signal(stop_signal)
         try:
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -129,7 +140,7 @@ def up_demo_until_blocks_then_stop(
             raise
         reader.join(timeout=10)
         proc.stdout.close()
-    rest = "".join(lines.get() for _ in range(lines.qsize()))
+    rest = "".join(stopping) + "".join(lines.get() for _ in range(lines.qsize()))
     assert proc.returncode == 0, rest
     assert "stopping" in rest
     assert not _alive(worker_pid)

@@ -174,6 +174,14 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _ignore_stop_signals() -> None:
+    """Ignore further SIGTERMs and Ctrl-Cs: the clean-up must not be cut short."""
+    # A second Ctrl-C once raised inside the clean-up: `up` exited and its worker ran on,
+    # orphaned. stop_process is bounded by its SIGKILL, so finishing the clean-up loses nothing.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _start_broker(kind: str) -> EmbeddedBroker | KafkaBroker:
     """Start the broker `up` runs: Tansu (in memory), or Apache Kafka (jars installed once)."""
     if kind == "tansu":
@@ -246,12 +254,10 @@ def up_main(settings: Settings, demo: bool, runs: int = 50, broker_kind: str = "
             print("ready; Ctrl-C to stop", flush=True)
             proc.wait()
     except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM during the demo
+        _ignore_stop_signals()  # before the line that tells the user a second Ctrl-C is moot
         print("\nstopping…", flush=True)
     finally:
-        # A repeated SIGTERM or Ctrl-C must not cut the clean-up short and orphan the children
-        # (a second Ctrl-C left the worker running); stop_process is bounded by its SIGKILL.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _ignore_stop_signals()
         if proc is not None:
             stop_process(proc, timeout=20)
         if broker is not None:

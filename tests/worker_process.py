@@ -50,10 +50,11 @@ class WorkerProcess:
         """True while the process is alive."""
         return self.proc.poll() is None
 
-    def log_tail(self, chars: int = 3000) -> str:
-        """The end of the worker's combined stdout/stderr."""
+    def log_tail(self, chars: int | None = 3000) -> str:
+        """The end of the worker's combined stdout/stderr (all of it for `chars=None`)."""
         try:
-            return self.log.read_text(errors="replace")[-chars:]
+            text = self.log.read_text(errors="replace")
+            return text if chars is None else text[-chars:]
         except OSError:
             return "(no log)"
 

@@ -57,7 +57,8 @@ async def test_a_broker_that_lost_its_data_stops_the_worker_which_then_recovers(
         cluster.ends.clear()
         cluster.produced = 0
         code = await worker.wait_exit(deadline=60)
-        log = worker.log_tail(20_000)
+        # The whole log: the client's reconnection errors while it stops can run past any tail.
+        log = worker.log_tail(None)
         assert code == EXIT_BROKER_DATA_LOST, f"worker exit {code}:\n{worker.log_tail()}"
         assert "the broker lost this worker's data" in log
 
@@ -66,7 +67,7 @@ async def test_a_broker_that_lost_its_data_stops_the_worker_which_then_recovers(
         await run_fleet(
             cluster, Fleet(fleet.waves[1:], fleet.runs), after, alive=lambda: [restarted]
         )
-        assert "discarding the local run states" in restarted.log_tail(200_000)
+        assert "discarding the local run states" in restarted.log_tail(None)
         await check(
             "broker restarted (data lost)",
             cluster,

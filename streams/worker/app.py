@@ -73,7 +73,7 @@ def build_app(settings: Settings, metrics: Metrics) -> Wiring:
         broker_heartbeat_interval=settings.heartbeat_ms / 1000,
         broker_rebalance_timeout=settings.rebalance_timeout_ms / 1000,
         recovery_consistency_check=settings.recovery_consistency_check,
-        broker_commit_interval=settings.commit_interval_seconds,
+        broker_commit_interval=settings.commit_interval,
         processing_guarantee=settings.processing_guarantee,  # exactly_once: Kafka only
         web_in_thread=False,
         # Table changelog and dead letters share produce requests (decisions bypass linger:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from loopguard_fleet.config import load_policy
+from loopguard_fleet.config.settings import COMMIT_INTERVAL_AT_LEAST_ONCE_S
 from tests.chaos.drive import run_fleet, wait_uncommitted
 from tests.chaos.fleet import Fleet, Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster
@@ -72,6 +73,22 @@ async def test_a_worker_killed_mid_stream_and_restarted_loses_nothing(
 ) -> None:
     fleet = chaos_fleet(RUNS, seed=2, prefix="kill")
     await _restart_mid_stream(cluster, store, fleet, "SIGKILL", WorkerProcess.kill)
+
+
+async def test_a_worker_killed_between_commits_at_the_default_interval_loses_nothing(
+    cluster: Cluster,
+) -> None:
+    # The harness commits every 2.8 s; a user's worker at-least-once every 10 s, with up to
+    # 10 s of events processed but not committed when it dies.
+    fleet = chaos_fleet(RUNS, seed=12, prefix="kill10")
+    await _restart_mid_stream(
+        cluster,
+        "rocksdb://",
+        fleet,
+        "SIGKILL",
+        WorkerProcess.kill,
+        commit_interval_seconds=COMMIT_INTERVAL_AT_LEAST_ONCE_S,
+    )
 
 
 @pytest.mark.parametrize("store", _stores("rocksdb://", "memory://"))

@@ -58,7 +58,10 @@ def start_worker(
     """Start this test's worker with fleet signals on; stopped by PID afterwards."""
     policy = tmp_path / "openclaw.json"
     policy.write_bytes(orjson.dumps(POLICY))
-    launcher = WorkerLauncher(deployment_settings(broker, topics, tmp_path, policy), tmp_path)
+    # Commits every second, not at-least-once's 10 s: the kill tests wait for the worker to
+    # commit past the records they are about.
+    settings = deployment_settings(broker, topics, tmp_path, policy, commit_interval_seconds=1)
+    launcher = WorkerLauncher(settings, tmp_path)
     yield launcher.start
     launcher.stop_all()
 

@@ -74,7 +74,11 @@ def start_worker(
     """Start this test's worker with the bridge on; stopped by PID afterwards."""
     policy = tmp_path / "openclaw.json"
     policy.write_bytes(orjson.dumps(POLICY))
-    settings = deployment_settings(broker, topics, tmp_path, policy, topic_otlp_spans=otlp_topic)
+    # Commits every second, not at-least-once's 10 s: tests wait for the worker's commits, and
+    # the kill test must strike at one within its 6 s stream.
+    settings = deployment_settings(
+        broker, topics, tmp_path, policy, topic_otlp_spans=otlp_topic, commit_interval_seconds=1
+    )
     launcher = WorkerLauncher(settings, tmp_path)
     yield launcher.start
     launcher.stop_all()

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import Field, FilePath, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -49,16 +49,16 @@ _APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 Store = Literal["rocksdb://", "memory://"]
 ProcessingGuarantee = Literal["at_least_once", "exactly_once"]
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 #: Commit interval at-least-once (s): a checkpoint at 1,000 busy runs is a few hundred ms that
 #: verdicts wait behind, so at Faust's 2.8 s it set the verdict tail (docs/performance.md).
 #: Kafka Streams' own default at-least-once is 30 s; a crash costs ≤ 10 s of events read again.
-COMMIT_INTERVAL_AT_LEAST_ONCE_S = 10.0
+COMMIT_INTERVAL_AT_LEAST_ONCE_S: Final = 10.0
 #: Commit interval under exactly_once (s): Faust's default. Verdicts are read committed, so
 #: they wait for the commit: a longer interval would delay every one of them.
-COMMIT_INTERVAL_EXACTLY_ONCE_S = 2.8
-SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
-SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+COMMIT_INTERVAL_EXACTLY_ONCE_S: Final = 2.8
 
 
 class KafkaSecuritySettings(BaseSettings):

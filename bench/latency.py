@@ -6,6 +6,7 @@
     python bench/latency.py --broker kafka                   # on Apache Kafka
     python bench/latency.py --worker-env LOOPGUARD_FAUST_CONSUMER_THREAD=true  # a setting
     python bench/latency.py --background-load 1              # on a loaded host
+    python bench/latency.py --variant 'c1:LOOPGUARD_COMMIT_INTERVAL_SECONDS=1'  # A/B, same run
 
 Starts, each on a broker of its own (`--broker`: embedded Tansu, or Apache Kafka) on
 127.0.0.1, a worker (subprocess, LOOPGUARD_FETCH_MAX_WAIT_MS as given) and, as the same-run
@@ -14,7 +15,10 @@ fetch max-wait). Their measured windows alternate (worker, relay, worker, ...), 
 one side and window i of the other saw the same host. A paced producer sends `tool_call`
 events with `want_verdict: true` (run = i mod 1000); a group-less consumer on the output topic
 matches answers by tool_call_id. `--background-load N` starts N busy processes of its own for
-the whole measurement. Every child is stopped by PID. Per-window lines (with the 1-minute load
+the whole measurement. `--variant LABEL:NAME=VALUE ...` (repeatable) adds a worker with that
+environment, on a broker of its own, its windows between the worker's and the relay's; its
+figures name the variant and carry `ratio_to_base` (to the worker's, same rounds) besides
+their ratio to the relay. Every child is stopped by PID. Per-window lines (with the 1-minute load
 average) on stderr, one JSON line per figure on stdout.
 
 Where the worker's time goes: before and after each worker window the bench reads the
@@ -41,7 +45,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +62,7 @@ from bench.brokers import (  # noqa: E402
     security,
     worker_env,
 )
+from bench.variants import parse_variant  # noqa: E402
 from loopguard_fleet.streams.embedded.child import free_port  # noqa: E402
 from loopguard_fleet.streams.embedded.processes import stop_process  # noqa: E402
 from loopguard_fleet.streams.kafka.admin import create_topics  # noqa: E402
@@ -300,6 +305,12 @@ def _lost(windows: list[list[float]]) -> list[int]:
     return [sum(1 for x in w if x == float("inf")) for w in windows]
 
 
+def _window_p99_ratios(side: list[list[float]], relay: list[list[float]]) -> list[float | None]:
+    """Each window's p99 over the relay's in the same round (None: a call unanswered)."""
+    ratios = [_pct(a, 0.99) / max(_pct(b, 0.99), 1e-9) for a, b in zip(side, relay, strict=True)]
+    return [None if x == float("inf") else round(x, 2) for x in ratios]
+
+
 def _figure(
     name: str, fetch_wait: int, worker: list[float], relay: list[float], **extra: object
 ) -> str:
@@ -327,6 +338,7 @@ def _figure(
 async def _bench(args: argparse.Namespace, workdir: Path) -> None:
     warmup, window, runs = (2.0, 5.0, 2) if args.quick else (10.0, args.seconds, args.runs)
     waits = [int(w) for w in str(args.fetch_max_wait_ms).split(",")]
+    variants = [parse_variant(v) for v in args.variant]
     policy = workdir / "openclaw.json"
     policy.write_bytes(orjson.dumps(POLICY))
     with background_load(args.background_load):
@@ -335,18 +347,27 @@ async def _bench(args: argparse.Namespace, workdir: Path) -> None:
                 worker = await stack.enter_async_context(
                     _side(args, "worker", wait, policy, workdir, stack)
                 )
+                others = [
+                    await stack.enter_async_context(
+                        _side(args, f"variant{i}", wait, policy, workdir, stack, env)
+                    )
+                    for i, (_, env) in enumerate(variants)
+                ]
                 relay = await stack.enter_async_context(
                     _side(args, "relay", wait, policy, workdir, stack)
                 )
-                await worker.window(warmup)
-                await relay.window(warmup)
+                for probe in (worker, *others, relay):
+                    await probe.window(warmup)
                 w: list[list[float]] = []
+                v: list[list[list[float]]] = [[] for _ in variants]
                 r: list[list[float]] = []
-                # The host's 1-minute load after each pair of windows: on a shared box it says
-                # how far the figures are the code's and how far the other jobs'.
+                # The host's 1-minute load after each round of windows: on a shared box it
+                # says how far the figures are the code's and how far the other jobs'.
                 load: list[float] = []
-                for _ in range(runs):
+                for _ in range(runs):  # one window of each side in turn: the same host
                     w.append(await worker.window(window))
+                    for i, probe in enumerate(others):
+                        v[i].append(await probe.window(window))
                     r.append(await relay.window(window))
                     load.append(round(os.getloadavg()[0], 2))
                 stages = worker.stages[-runs:]
@@ -355,14 +376,20 @@ async def _bench(args: argparse.Namespace, workdir: Path) -> None:
                     "relay": relay.cpu_ms_per_call[-runs:],
                 }
             _report(wait, w, r, args.broker, load, args.background_load, stages, cpu)
+            for (label, env), windows, probe in zip(variants, v, others, strict=True):
+                _report_variant(
+                    label, env, wait, w, windows, r, probe.cpu_ms_per_call[-runs:],
+                    probe.stages[-runs:], load,
+                )  # fmt: skip
 
 
 @contextlib.asynccontextmanager
 async def _side(
     args: argparse.Namespace, side: str, wait: int, policy: Path, workdir: Path,
-    stack: contextlib.AsyncExitStack,
+    stack: contextlib.AsyncExitStack, variant_env: dict[str, str] | None = None,
 ) -> AsyncIterator[Probe]:  # fmt: skip
-    """One side on its own fresh broker (Tansu slows down as its memory store fills)."""
+    """One side on its own fresh broker (Tansu slows down as its memory store fills): the
+    relay, the worker, or a worker with a variant's environment on top of --worker-env."""
     broker = stack.enter_context(bench_broker(args.broker, workdir / f"{side}{wait}"))
     tag = f"l{wait}"
     names = [f"{tag}.{n}" for n in ("tool-calls", "compactions", "control", "dead")]
@@ -379,8 +406,10 @@ async def _side(
         LOOPGUARD_POLICY_FILE=str(policy), LOOPGUARD_FETCH_MAX_WAIT_MS=str(wait),
         LOOPGUARD_LOG_LEVEL="warning", **worker_env(broker),
     )  # fmt: skip
-    if side == "worker":
+    is_worker = side != "relay"
+    if is_worker:
         env.update(item.split("=", 1) for item in args.worker_env)
+        env.update(variant_env or {})
         cmd = [sys.executable, "-m", "loopguard_fleet.streams.main", "worker"]
         source, answers = names[0], names[2]
     else:
@@ -391,7 +420,7 @@ async def _side(
         f"{side}-{tag}", cmd, env, broker.bootstrap, source, answers, wait, workdir,
         client_options(broker),
     ) as probe:  # fmt: skip
-        if side == "worker":
+        if is_worker:
             probe.metrics_url = f"http://127.0.0.1:{env['LOOPGUARD_WEB_PORT']}/metrics"
         yield probe
 
@@ -415,7 +444,6 @@ def _report(
         if i < len(stages):
             line = ", ".join(f"{s} {q['p50']} / {q['p99']}" for s, q in stages[i].items())
             print(f"#   worker stages p50 / p99 ms: {line}", file=sys.stderr)
-    ratios = [_pct(wl, 0.99) / max(_pct(rl, 0.99), 1e-9) for wl, rl in zip(w, r, strict=True)]
     lost = {
         "lost_per_run": _lost(w),
         "baseline_lost_per_run": _lost(r),
@@ -423,7 +451,7 @@ def _report(
         "background_load": background,
         "loadavg_1m_per_window": load,
         # The target's tail check: no window's p99 above 3 x the relay's in the same window.
-        "window_p99_ratios": [None if x == float("inf") else round(x, 2) for x in ratios],
+        "window_p99_ratios": _window_p99_ratios(w, r),
         "worker_stages_ms_per_window": stages,
         # Each side's process CPU time (user + system) in its window over the calls answered.
         "cpu_ms_per_call_per_window": cpu,
@@ -431,6 +459,56 @@ def _report(
     for fig, q in (("verdict_p50_ms", 0.5), ("verdict_p99_ms", 0.99)):
         print(_figure(fig, wait, [_pct(x, q) for x in w], [_pct(x, q) for x in r], **lost))
     print(_figure("verdict_max_ms", wait, [max(x) for x in w], [max(x) for x in r], **lost))
+
+
+def _report_variant(
+    label: str, env: dict[str, str], wait: int, base: list[list[float]],
+    variant: list[list[float]], relay: list[list[float]], cpu: list[float | None],
+    stages: list[dict[str, dict[str, float | None]]], load: list[float],
+) -> None:  # fmt: skip
+    """A variant's per-window lines on stderr and its figures on stdout."""
+    for i, (vl, rl) in enumerate(zip(variant, relay, strict=True)):
+        print(
+            f"# fetch {wait} ms window {i + 1}: variant {label} p50 {_pct(vl, 0.5):.1f} "
+            f"p99 {_pct(vl, 0.99):.1f} max {max(vl):.1f} ms (lost {_lost([vl])[0]}); p99 "
+            f"ratio {_pct(vl, 0.99) / max(_pct(rl, 0.99), 1e-9):.2f}; CPU ms a call {cpu[i]}",
+            file=sys.stderr,
+        )
+    extra = {"loadavg_1m_per_window": load, "cpu_ms_per_call_per_window": cpu,
+             "worker_stages_ms_per_window": stages}  # fmt: skip
+    for line in variant_figures(label, env, wait, base, variant, relay, **extra):
+        print(line)
+
+
+def variant_figures(
+    label: str, env: dict[str, str], wait: int, base: list[list[float]],
+    variant: list[list[float]], relay: list[list[float]], **extra: object,
+) -> list[str]:  # fmt: skip
+    """A variant's p50, p99 and max figures (JSON lines): against the relay as the base's
+    are, and against the base worker's (`ratio_to_base`), all from the same rounds."""
+    out = []
+    picks: tuple[tuple[str, Callable[[list[float]], float]], ...] = (
+        ("verdict_p50_ms", lambda x: _pct(x, 0.5)),
+        ("verdict_p99_ms", lambda x: _pct(x, 0.99)),
+        ("verdict_max_ms", max),
+    )
+    for name, pick in picks:
+        mine = [pick(x) for x in variant]
+        theirs = [pick(x) for x in base]
+        figure = json.loads(_figure(name, wait, mine, [pick(x) for x in relay], **extra))
+        v_med, b_med = statistics.median(mine), statistics.median(theirs)
+        finite = float("inf") not in (v_med, b_med)
+        figure.update(
+            variant=label,
+            variant_env=env,
+            base_worker_median=_num(b_med),
+            base_worker_runs=[_num(x) for x in theirs],
+            ratio_to_base=round(v_med / max(b_med, 1e-9), 3) if finite else None,
+            window_p99_ratios=_window_p99_ratios(variant, relay),
+            lost_per_run=_lost(variant),
+        )
+        out.append(json.dumps(figure))
+    return out
 
 
 async def echo_relay(bootstrap: str, source: str, sink: str, fetch_wait_ms: int) -> None:
@@ -469,6 +547,11 @@ def main() -> None:
     ap.add_argument(
         "--worker-env", action="append", default=[], metavar="NAME=VALUE",
         help="extra environment for the worker only (repeatable), e.g. a setting to compare",
+    )  # fmt: skip
+    ap.add_argument(
+        "--variant", action="append", default=[], metavar="LABEL:NAME=VALUE ...",
+        help="also a worker with this environment (repeatable), its windows between the "
+        "worker's and the relay's: a candidate setting against the base, same run",
     )  # fmt: skip
     ap.add_argument(
         "--background-load", type=int, default=0, metavar="N",

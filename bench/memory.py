@@ -60,6 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.pipeline import PARTITIONS, POLICY, _events_done, prefill, workload  # noqa: E402
+from bench.variants import parse_variant  # noqa: E402
 from loopguard_fleet.config import load_policy  # noqa: E402
 from loopguard_fleet.detectors import RunState, parse_event, process_event  # noqa: E402
 from loopguard_fleet.streams.embedded.child import free_port  # noqa: E402
@@ -434,20 +435,6 @@ async def main() -> None:
         if args.probe:
             for n in counts:
                 print(json.dumps({**breakdown(n, by_variant[label][n]), "variant": label}))
-
-
-def parse_variant(text: str) -> tuple[str, dict[str, str]]:
-    """`LABEL:KEY=VALUE KEY=VALUE` as (label, environment)."""
-    label, sep, rest = text.partition(":")
-    if not sep or not label:
-        raise SystemExit(f"--variant {text!r}: expected LABEL:KEY=VALUE ...")
-    env = {}
-    for item in rest.split():
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise SystemExit(f"--variant {text!r}: {item!r} is not KEY=VALUE")
-        env[key] = value
-    return label, env
 
 
 def compare(

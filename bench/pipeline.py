@@ -6,10 +6,13 @@
     python bench/pipeline.py --floor    # also Faust's floor: the worker with an empty agent
     python bench/pipeline.py --floor --faust-loop   # + the same with Faust's own drain loop
     python bench/pipeline.py --broker kafka --exactly-once   # Apache Kafka; + exactly-once
+    python bench/pipeline.py --variant 'c1:LOOPGUARD_COMMIT_INTERVAL_SECONDS=1'  # A/B, same run
 
 Starts the broker (`--broker`: embedded Tansu, or Apache Kafka) on 127.0.0.1, pre-fills the
 input topic once (4 partitions), then alternates baseline relays and workers (each worker on
 a fresh consumer group and changelog).
+`--variant LABEL:NAME=VALUE ...` (repeatable) adds a worker with that environment right after
+the base worker in every round; its figure names the variant and carries `ratio_to_base`.
 Worker events/s runs from the first event to the last one counted on its /metrics (polled
 every 50 ms); changelog bytes are read after the worker stopped. One JSON line per figure.
 """
@@ -45,6 +48,7 @@ from bench.brokers import (  # noqa: E402
     worker_env,
 )
 from bench.faust_floor import MODES as FLOOR_MODES  # noqa: E402
+from bench.variants import parse_variant  # noqa: E402
 from loopguard_fleet.streams.embedded.child import free_port  # noqa: E402
 from loopguard_fleet.streams.embedded.processes import stop_process  # noqa: E402
 from loopguard_fleet.streams.kafka.admin import create_topics  # noqa: E402
@@ -330,6 +334,11 @@ async def main() -> None:
         help="extra LOOPGUARD_* setting for the worker (repeatable)",
     )  # fmt: skip
     ap.add_argument(
+        "--variant", action="append", default=[], metavar="LABEL:NAME=VALUE ...",
+        help="also a worker with this environment on top of --worker-env (repeatable), "
+        "right after the base worker in every round: a candidate setting, same run",
+    )  # fmt: skip
+    ap.add_argument(
         "--exactly-once", action="store_true",
         help="also run the worker with LOOPGUARD_PROCESSING_GUARANTEE=exactly_once (Kafka)",
     )  # fmt: skip
@@ -390,6 +399,8 @@ async def _bench(
         old_env = {**extra_env, "LOOPGUARD_FAUST_FAST_PATH": "0"}  # Faust's own drain loop
         old_rates: list[float] = []
         tool_rates: list[float] = []
+        variants = [parse_variant(v) for v in args.variant]
+        variant_rates: dict[str, list[float]] = {label: [] for label, _ in variants}
         fleet_rates: dict[str, list[float]] = (
             {"fleet": [], "fleet_tool_health": []} if args.fleet else {}
         )
@@ -405,6 +416,13 @@ async def _bench(
             w_rate, per_event = await run_worker(
                 broker, source, str(i), total, workdir, profile, extra_env
             )
+            for n, (label, env) in enumerate(variants):  # tagged by index: a label may be
+                v_rate, _ = await run_worker(  # no valid Kafka name
+                    broker, source, f"v{n}r{i}", total, workdir, None, {**extra_env, **env}
+                )
+                print(f"# run {i}: worker, variant {label} {v_rate:,.0f} ev/s", file=sys.stderr)
+                if i:
+                    variant_rates[label].append(v_rate)
             if args.faust_loop:
                 o_rate, _ = await run_worker(
                     broker, source, f"old{i}", total, workdir, None, old_env
@@ -466,6 +484,11 @@ async def _bench(
         on |= {"worker_env": extra_env} if extra_env else {}
         print(_figure("worker_events_per_s", worker_rates, relay_rates, **on))
         print(_figure("changelog_bytes_per_event", bytes_per_event, None, **on))
+        for label, env in variants:
+            rates = variant_rates[label]
+            vs_base = _ratio(rates, worker_rates)
+            print(_figure("worker_events_per_s", rates, relay_rates, variant=label,
+                          variant_env=env, ratio_to_base=vs_base, **on))  # fmt: skip
         if tool_rates:
             print(_figure("worker_per_tool_events_per_s", tool_rates, relay_rates,
                           vs_without_per_tool=_ratio(tool_rates, worker_rates), **on))  # fmt: skip

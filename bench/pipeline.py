@@ -12,7 +12,8 @@ Starts the broker (`--broker`: embedded Tansu, or Apache Kafka) on 127.0.0.1, pr
 input topic once (4 partitions), then alternates baseline relays and workers (each worker on
 a fresh consumer group and changelog).
 `--variant LABEL:NAME=VALUE ...` (repeatable) adds a worker with that environment right after
-the base worker in every round; its figure names the variant and carries `ratio_to_base`.
+the base worker in every round; its figures (events/s, changelog bytes) name the variant and
+carry `ratio_to_base`.
 Worker events/s runs from the first event to the last one counted on its /metrics (polled
 every 50 ms); changelog bytes are read after the worker stopped. One JSON line per figure.
 """
@@ -401,6 +402,7 @@ async def _bench(
         tool_rates: list[float] = []
         variants = [parse_variant(v) for v in args.variant]
         variant_rates: dict[str, list[float]] = {label: [] for label, _ in variants}
+        variant_bytes: dict[str, list[float]] = {label: [] for label, _ in variants}
         fleet_rates: dict[str, list[float]] = (
             {"fleet": [], "fleet_tool_health": []} if args.fleet else {}
         )
@@ -417,12 +419,14 @@ async def _bench(
                 broker, source, str(i), total, workdir, profile, extra_env
             )
             for n, (label, env) in enumerate(variants):  # tagged by index: a label may be
-                v_rate, _ = await run_worker(  # no valid Kafka name
+                v_rate, v_bytes = await run_worker(  # no valid Kafka name
                     broker, source, f"v{n}r{i}", total, workdir, None, {**extra_env, **env}
                 )
-                print(f"# run {i}: worker, variant {label} {v_rate:,.0f} ev/s", file=sys.stderr)
+                print(f"# run {i}: worker, variant {label} {v_rate:,.0f} ev/s, changelog "
+                      f"{v_bytes:.0f} B/event", file=sys.stderr)  # fmt: skip
                 if i:
                     variant_rates[label].append(v_rate)
+                    variant_bytes[label].append(v_bytes)
             if args.faust_loop:
                 o_rate, _ = await run_worker(
                     broker, source, f"old{i}", total, workdir, None, old_env
@@ -488,6 +492,9 @@ async def _bench(
             rates = variant_rates[label]
             vs_base = _ratio(rates, worker_rates)
             print(_figure("worker_events_per_s", rates, relay_rates, variant=label,
+                          variant_env=env, ratio_to_base=vs_base, **on))  # fmt: skip
+            changelog, vs_base = variant_bytes[label], _ratio(variant_bytes[label], bytes_per_event)
+            print(_figure("changelog_bytes_per_event", changelog, None, variant=label,
                           variant_env=env, ratio_to_base=vs_base, **on))  # fmt: skip
         if tool_rates:
             print(_figure("worker_per_tool_events_per_s", tool_rates, relay_rates,

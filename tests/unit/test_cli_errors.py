@@ -124,15 +124,20 @@ def _run(*argv: str, env: dict[str, str] | None = None, timeout: float = 60) -> 
     return proc.returncode, proc.stderr
 
 
-def test_the_worker_retries_an_unreachable_broker_then_exits_69_in_one_line(tmp_path) -> None:
+def _unreachable_worker_env(tmp_path: Path, wait_s: str, **settings: str) -> dict[str, str]:
+    """A worker's environment (none of ours inherited) naming a broker nobody listens on."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
-    env |= {
+    return env | {
         "LOOPGUARD_BROKER": f"kafka://{CLOSED_PORT}",
-        "LOOPGUARD_BROKER_WAIT_SECONDS": "1.5",
+        "LOOPGUARD_BROKER_WAIT_SECONDS": wait_s,
         "LOOPGUARD_STORE": "memory://",
         "LOOPGUARD_DATA_DIR": str(tmp_path),
+        **settings,
     }
-    code, err = _run("worker", env=env)
+
+
+def test_the_worker_retries_an_unreachable_broker_then_exits_69_in_one_line(tmp_path) -> None:
+    code, err = _run("worker", env=_unreachable_worker_env(tmp_path, "1.5"))
     lines = err.splitlines()
     assert code == EXIT_BROKER_UNREACHABLE == 69
     assert "not reachable yet" in lines[0] and "retrying for up to 1.5 s" in lines[0]
@@ -142,15 +147,12 @@ def test_the_worker_retries_an_unreachable_broker_then_exits_69_in_one_line(tmp_
 
 
 def test_a_worker_at_an_unsupported_exactly_once_interval_says_so_first(tmp_path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
-    env |= {
-        "LOOPGUARD_BROKER": f"kafka://{CLOSED_PORT}",
-        "LOOPGUARD_BROKER_WAIT_SECONDS": "0.5",
-        "LOOPGUARD_STORE": "memory://",
-        "LOOPGUARD_DATA_DIR": str(tmp_path),
-        "LOOPGUARD_PROCESSING_GUARANTEE": "exactly_once",
-        "LOOPGUARD_COMMIT_INTERVAL_SECONDS": "0.1",
-    }
+    env = _unreachable_worker_env(
+        tmp_path,
+        "0.5",
+        LOOPGUARD_PROCESSING_GUARANTEE="exactly_once",
+        LOOPGUARD_COMMIT_INTERVAL_SECONDS="0.1",
+    )
     code, err = _run("worker", env=env)
     first = err.splitlines()[0]
     assert code == EXIT_BROKER_UNREACHABLE  # it still runs as asked

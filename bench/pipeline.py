@@ -369,10 +369,11 @@ async def main() -> None:
     calls = 10_000 if args.quick else 100_000
     runs = args.runs or (2 if args.quick else 3)
     extra_env = dict(item.split("=", 1) for item in args.worker_env)
+    variants = [parse_variant(v) for v in args.variant]  # refused before any work
     records = workload(calls, args.active_runs)
     workdir = Path(tempfile.mkdtemp(prefix="loopguard-bench-"))
     try:
-        await _bench(args, runs, records, extra_env, workdir)
+        await _bench(args, runs, records, extra_env, variants, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -382,6 +383,7 @@ async def _bench(
     runs: int,
     records: list[tuple[bytes, bytes]],
     extra_env: dict[str, str],
+    variants: list[tuple[str, dict[str, str]]],
     workdir: Path,
 ) -> None:
     """Start the broker, pre-fill, alternate relay and worker runs, print the figures."""
@@ -400,7 +402,6 @@ async def _bench(
         old_env = {**extra_env, "LOOPGUARD_FAUST_FAST_PATH": "0"}  # Faust's own drain loop
         old_rates: list[float] = []
         tool_rates: list[float] = []
-        variants = [parse_variant(v) for v in args.variant]
         variant_rates: dict[str, list[float]] = {label: [] for label, _ in variants}
         variant_bytes: dict[str, list[float]] = {label: [] for label, _ in variants}
         fleet_rates: dict[str, list[float]] = (

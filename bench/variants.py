@@ -1,5 +1,5 @@
 """`--variant LABEL:KEY=VALUE ...`: a candidate setting measured beside the base in the same
-run (bench/memory.py, bench/latency.py), so both saw the same host."""
+run (bench/memory.py, bench/latency.py, bench/pipeline.py), so both saw the same host."""
 
 from __future__ import annotations
 

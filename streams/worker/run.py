@@ -171,8 +171,8 @@ def run_worker(settings: Settings) -> int:
             f"loopguard worker: LOOPGUARD_TOPIC_OTLP_SPANS needs the optional extra: {OTLP_EXTRA}\n"
         )
         return EXIT_USAGE
-    if settings.commit_interval_warning:  # runs, as asked, but says what it risks
-        sys.stderr.write(f"loopguard worker: warning: {settings.commit_interval_warning}\n")
+    if (warning := settings.commit_interval_warning) is not None:  # runs, as asked, but says
+        sys.stderr.write(f"loopguard worker: warning: {warning}\n")  # what it risks
     if settings.malloc_trim:  # before the buffers it is for (streams/worker/memory.py)
         fix_thresholds()
     loop = asyncio.new_event_loop()

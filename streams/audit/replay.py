@@ -138,7 +138,7 @@ class MemoryOutputs:
         self.decisions: list[bytes] = []
         self.dead_letters: list[bytes] = []
 
-    def decision(self, key: bytes, value: bytes) -> None:
+    def decision(self, key: bytes, value: bytes, source: tuple[str, int]) -> None:
         """Keep one control message (the bytes the worker would publish)."""
         self.decisions.append(value)
 
@@ -386,8 +386,8 @@ class Replayer:
         out = step.decisions
         if out:
             stats.decisions += len(out)
-            if publish:
-                self.driver.publish(key, out)
+            if publish:  # from the line's topic, on partition 0 (`_Line`)
+                self.driver.publish(key, out, (self._msg.topic, 0))
         return out
 
     def feed(self, obj: object) -> list[Decision]:

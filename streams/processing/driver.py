@@ -106,7 +106,7 @@ class StateStore(Protocol):
 class Outputs(Protocol):
     """Where decisions and dead letters go (the worker's control and dead-letter topics)."""
 
-    def decision(self, key: bytes, value: bytes) -> None: ...
+    def decision(self, key: bytes, value: bytes, source: tuple[str, int]) -> None: ...
     def dead_letter(self, key: bytes | None, value: bytes, source: tuple[str, int]) -> None: ...
 
 
@@ -321,7 +321,7 @@ class RunDriver:
                 continue
             by_type[ev.type] += 1
             if applied.decisions:
-                has_verdict |= publish(key, applied.decisions)
+                has_verdict |= publish(key, applied.decisions, (msg.topic, msg.partition))
         for partition in touched:
             self.sweep(partition)
         for event_type, n in by_type.items():
@@ -445,11 +445,12 @@ class RunDriver:
             return Applied(signals + applied.decisions, False, applied.observation)
         return applied
 
-    def publish(self, key: bytes, decisions: Iterable[Decision]) -> bool:
-        """Queue decisions for the control topic and count them; True when one is a verdict."""
+    def publish(self, key: bytes, decisions: Iterable[Decision], source: tuple[str, int]) -> bool:
+        """Queue decisions made from an event of `source` (its input topic-partition) for the
+        control topic and count them; True when one is a verdict."""
         has_verdict = False
         for decision in decisions:
-            has_verdict |= self._publish(key, decision)  # compiled: a direct call
+            has_verdict |= self._publish(key, decision, source)  # compiled: a direct call
         return has_verdict
 
     def checkpoint(self) -> None:
@@ -594,14 +595,14 @@ class RunDriver:
         """The policy (thresholds cached) deciding a topic-partition's event at `offset`."""
         return self._timeline((topic, partition), offset).at(offset)
 
-    def _publish(self, key: bytes, decision: Decision) -> bool:
+    def _publish(self, key: bytes, decision: Decision, source: tuple[str, int]) -> bool:
         """Queue one decision for the control topic and count it; True for a verdict. A fleet
         signal is keyed by its signature (or tool), not by the run that moved event time past
         it."""
         wire = decision.to_wire()
         if decision.kind == "fleet_signal":
             key = signal_key(wire)
-        self._outputs.decision(key, encode(wire))
+        self._outputs.decision(key, encode(wire), source)
         if decision.kind == "loop_event":
             mode = "observe" if wire.get("enforced") is False else "enforce"
             self._metrics.count_detection(str(wire.get("detector")), str(wire.get("level")), mode)

@@ -64,15 +64,23 @@ WRITE_SLICE_S = 0.002
 
 
 class _FaustOutputs:
-    """Decisions to the outbox, dead letters to Faust's dead-letter topic."""
+    """Decisions to the outbox (under exactly-once through the commit gate, in the transaction
+    of the input partition they came from), dead letters to Faust's dead-letter topic."""
 
-    def __init__(self, outbox: Outbox, wiring: Wiring, gate: CommitGate) -> None:
+    def __init__(
+        self, outbox: Outbox, wiring: Wiring, gate: CommitGate, *, transactional: bool
+    ) -> None:
         self._outbox = outbox
+        self._control = wiring.control
         self._dead_letter = wiring.dead_letter
         self._gate = gate
+        self._transactional = transactional
 
-    def decision(self, key: bytes, value: bytes) -> None:
-        self._outbox.add(key, value)
+    def decision(self, key: bytes, value: bytes, source: tuple[str, int]) -> None:
+        if self._transactional:  # streams/worker/exactly_once.py
+            self._gate.send(self._control, key, value, source=source)
+        else:
+            self._outbox.add(key, value)
 
     def dead_letter(self, key: bytes | None, value: bytes, source: tuple[str, int]) -> None:
         self._gate.send(self._dead_letter, key, value, source=source)
@@ -109,11 +117,10 @@ class RunProcessor:
         # and the states other agents keep beside the runs (the fleet task's windows).
         # Under exactly-once the gate holds records to the checkpoint and sends each in the
         # transaction of the input partition it came from (streams/worker/exactly_once.py).
+        exactly_once = settings.processing_guarantee == "exactly_once"
         self.gate = CommitGate(
             lambda: drain_producer_buffer(wiring.app),
-            transactional_sender(wiring.app)
-            if settings.processing_guarantee == "exactly_once"
-            else None,
+            transactional_sender(wiring.app) if exactly_once else None,
         )
         self.snapshots: list[Snapshots] = []
         # Fleet signals on: the partitions' firing sets and the contributions to send
@@ -124,7 +131,7 @@ class RunProcessor:
             policy.with_channel_tools(settings.channel_tools),
             driver_limits(settings),
             self._store,
-            _FaustOutputs(self._outbox, wiring, self.gate),
+            _FaustOutputs(self._outbox, wiring, self.gate, transactional=exactly_once),
             metrics,
             fleet=self.fleet,
             follows=settings.policy_topic,  # its group's switch records only (docs/policy.md)

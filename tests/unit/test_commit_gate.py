@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import asyncio
 
+import orjson
 import pytest
 
+from loopguard_fleet.config import load_policy
+from loopguard_fleet.streams.audit.replay import MemoryStore
+from loopguard_fleet.streams.processing import DriverLimits, RunDriver
+from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.outbox import OutputLost
+from loopguard_fleet.streams.worker.agent import _FaustOutputs
 from loopguard_fleet.streams.worker.commit_gate import CommitGate
+from tests.wire import InputRecord, RunScript
 
 
 async def nothing_to_drain() -> None:
@@ -111,3 +118,42 @@ async def test_exactly_once_drops_what_partitions_that_moved_held() -> None:
     await delivery.wait()  # ("in", 1) has no transaction any more (revoked meanwhile)
     assert [s[2] for s in sends.sent] == [b"a"]
     assert delivery.dropped == 1
+
+
+async def test_exactly_once_sends_a_decision_in_the_transaction_of_the_event_it_came_from() -> None:
+    sends = _Transactions({("calls", 3)})
+    gate = CommitGate(nothing_to_drain, sends)
+    driver, outbox = _worker_driver(gate)
+    run = RunScript("r")
+    call = orjson.dumps(run.call("read", {"p": 1}, want_verdict=True))
+    assert driver.apply([InputRecord("calls", 3, 41, 1.0, b"r", call)]) is True  # a verdict
+    assert sends.sent == []  # held to the checkpoint
+    _, delivery = gate.take()
+    await delivery.wait()
+    assert sends.sent == [(("calls", 3), "control", b"r", None)]
+    assert outbox.added == []  # nothing through the plain producer's outbox
+
+
+class _NoOutbox:
+    """The worker's outbox, which exactly-once leaves unused."""
+
+    def __init__(self) -> None:
+        self.added: list[bytes] = []
+
+    def add(self, key: bytes, value: bytes) -> None:
+        self.added.append(value)
+
+
+class _Wiring:
+    """The two topics `_FaustOutputs` reads of the worker's wiring."""
+
+    control = _Topic("control")
+    dead_letter = _Topic("dead-letter")
+
+
+def _worker_driver(gate: CommitGate) -> tuple[RunDriver, _NoOutbox]:
+    outbox = _NoOutbox()
+    outputs = _FaustOutputs(outbox, _Wiring(), gate, transactional=True)  # type: ignore[arg-type]  # the parts it reads
+    policy = load_policy({"tools": {"loopDetection": {"enabled": True}}})
+    limits = DriverLimits(1_048_576, 64, run_idle_ttl_ms=60_000, run_cache_idle_ms=60_000)
+    return RunDriver(policy, limits, MemoryStore(), outputs, Metrics()), outbox

@@ -78,7 +78,7 @@ def test_an_accepted_event_steps_like_a_decoded_one() -> None:
             assert ev is not None
             step = driver.step(msg, run_key(ev.run_id), ev)
             assert step is not None
-            driver.publish(run_key(ev.run_id), step.decisions)
+            driver.publish(run_key(ev.run_id), step.decisions, (msg.topic, msg.partition))
         got.append(out.decisions)
     assert got[0] == got[1]
     assert b"block_call" in b"".join(got[0])

@@ -25,7 +25,12 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   backoff the next fetch waits for the worker to read what arrived (it wakes the Fetcher)
   and asks for every partition; unread changelog records hold it for 5 ms at most.
 - Table recovery end offsets: Tansu under-reports the end of batched partitions, so Faust's
-  recovery stopped early (streams/kafka/end_offsets.py probes past it).
+  recovery stopped early (streams/kafka/end_offsets.py probes past it). Under exactly-once
+  Faust takes them from the last fetch (`last_stable_offset`), None for a partition not
+  fetched since its assignment, which its recovery reads as -1: a standby partition that
+  became active with its stored offset above that stopped the worker with a
+  `ConsistencyError` (tests/chaos/test_fleet_outage.py at a 0.1 s commit interval). The
+  worker asks the broker instead, as Faust does at-least-once.
 - Seek with the flow stopped: faust-streaming/faust #596 (a race in recovery leaves gaps in
   acked offsets and blocks committing), #216 (recovery resumes fetching before seeking).
 - Gap bookkeeping: faust-streaming/faust #606 (wrong offset commit in case of gaps).
@@ -53,7 +58,8 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   Faust's other sends (docs/performance.md). Faust's producer service builds a
   second AIOKafkaProducer with its own settings (`_new_producer`: same servers, acks, security)
   for the batches the agent builds itself (streams/processing/outbox.py), started and stopped
-  with it. Exactly-once has none: its decisions go through Faust's transactional producers.
+  with it. Exactly-once has none: its decisions go through the transactional producers by
+  source (next).
 - Transactional producers by source: under exactly-once Faust picks a record's transactional
   producer by the partition number the record goes *to* (`TransactionManager.send`:
   `{app id}-{topic group}-{destination partition}`), and commits each input partition's
@@ -64,7 +70,16 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   `ProducerSendError: No transaction producer found` stopped the worker
   (tests/chaos/test_fleet_outage.py). `send_in_transaction` hands such a record to the
   transactional producer of the partition it was produced *from* (the driver's `send` with
-  its `transactional_id`), so it commits or aborts with that partition's offsets.
+  its `transactional_id`), so it commits or aborts with that partition's offsets. Faust also
+  sends a record with no transaction at all when its consumer has no metadata for the topic
+  (`Consumer.key_partition` returns None): the control topic, which the worker does not
+  consume, so decisions go this way too (streams/worker/exactly_once.py).
+- Livelock detector's position read: every 2.5 commit intervals Faust's consumer thread checks
+  each assigned partition (`verify_event_path`) and reads its position unguarded; aiokafka
+  asserts it is set, and it is not between an assignment or seek and the first fetch. At a
+  0.1 s commit interval the check fell into that gap and crashed the consumer right after
+  "Worker ready" (tests/chaos/test_kafka_faults.py); the worker skips a partition with no
+  position yet (there is nothing to verify before its first fetch).
 - Committed offsets: Faust's own record (`_committed_offset`), read by
   streams/worker/broker_watch.py.
 - Seek with nothing assigned: after a rebalance Faust's recovery seeks "all assigned
@@ -195,6 +210,15 @@ class _TunedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
             consumer._fetch_max_wait_ms = app.fetch_max_wait_ms  # read by start(): see docstring
         return consumer
 
+    def verify_event_path(self, now: float, tp: Any) -> None:
+        """Faust's livelock check of a partition, skipped before it has a position."""
+        consumer = self._ensure_consumer()
+        assignment = consumer._fetcher._subscriptions.subscription.assignment  # module docstring
+        state = assignment.state_value(aiokafka.TopicPartition(tp.topic, tp.partition))
+        if state is None or not state.has_valid_position:
+            return None  # nothing fetched yet: aiokafka asserts on the position (docstring)
+        return super().verify_event_path(now, tp)
+
     async def seek_to_committed(self) -> Mapping[Any, int]:
         """Seek the assigned partitions to their committed offsets; none assigned: nothing."""
         committed: Mapping[Any, int] = await self.call_thread(
@@ -208,13 +232,15 @@ class _TunedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         Tansu under-reports the end of batched partitions, so Faust's recovery stopped early
         and workers resumed with stale run states (streams/kafka/end_offsets.py; tests/chaos).
         """
-        reported = await super()._highwaters(partitions)
         app = self.app
+        if isinstance(app, LoopGuardApp) and app.in_transaction:
+            # The last stable offsets, asked of the broker (a `read_committed` consumer's
+            # end offsets): reading on past them would count the records of open
+            # transactions. Tansu has no transactions, so nothing to probe. Faust reads them
+            # from the last fetch, None for a partition not fetched since its assignment.
+            return await self._ensure_consumer().end_offsets(partitions)
+        reported = await super()._highwaters(partitions)
         if not isinstance(app, LoopGuardApp) or not app.bootstrap_servers:
-            return reported
-        if app.in_transaction:
-            # Faust reports the last stable offset here; reading on past it would count the
-            # records of open transactions. Tansu has no transactions, so nothing to probe.
             return reported
         return await probe_end_offsets(app.bootstrap_servers, reported)
 

@@ -57,8 +57,8 @@ SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 #: Kafka Streams' own default at-least-once is 30 s; a crash costs ≤ 10 s of events read again.
 COMMIT_INTERVAL_AT_LEAST_ONCE_S: Final = 10.0
 #: Commit interval under exactly_once (s): Faust's default. Verdicts are read committed, so
-#: they wait for the commit: a longer interval would delay every one of them. It is also the
-#: shortest one supported there: at 0.1 s a chaos scenario fails (docs/reliability.md,
+#: they wait for the commit: a longer interval would delay every one of them, a shorter one
+#: (down to Kafka Streams' 0.1 s) cuts that wait for more commits (docs/reliability.md,
 #: "Exactly-once and the commit interval").
 COMMIT_INTERVAL_EXACTLY_ONCE_S: Final = 2.8
 
@@ -315,21 +315,6 @@ class Settings(KafkaSecuritySettings):
         if self.processing_guarantee == "exactly_once":
             return COMMIT_INTERVAL_EXACTLY_ONCE_S
         return COMMIT_INTERVAL_AT_LEAST_ONCE_S
-
-    @property
-    def commit_interval_warning(self) -> str | None:
-        """Why the commit interval is unsupported with the guarantee, or None when it is."""
-        if (
-            self.processing_guarantee != "exactly_once"
-            or self.commit_interval >= COMMIT_INTERVAL_EXACTLY_ONCE_S
-        ):
-            return None
-        return (
-            f"LOOPGUARD_COMMIT_INTERVAL_SECONDS={self.commit_interval:g} under exactly_once is "
-            f"below the {COMMIT_INTERVAL_EXACTLY_ONCE_S:g} s supported there: a worker killed "
-            "while a checkpoint's transaction is open can leave run states missing from the "
-            'changelog (docs/reliability.md, "Exactly-once and the commit interval")'
-        )
 
     @property
     def input_topics(self) -> tuple[str, str]:

@@ -40,6 +40,7 @@ from loopguard_fleet.streams.worker.faust.internals import QuietWorker
 from loopguard_fleet.streams.worker.fleet import install_fleet
 from loopguard_fleet.streams.worker.memory import HeapTrimmer, fix_thresholds, glibc_malloc_trim
 from loopguard_fleet.streams.worker.policy_follower import install_policy_switches
+from loopguard_fleet.streams.worker.unclean_stop import close_store, open_store
 
 __all__ = ["assemble", "ensure_topics", "run_worker", "worker_topics"]
 
@@ -117,10 +118,10 @@ def assemble(
     metrics = metrics if metrics is not None else Metrics()
     settings.worker_data_dir.mkdir(parents=True, exist_ok=True)
     wiring = build_app(settings, metrics)
-    # Exactly-once: decisions go through Faust's transactional producers at the checkpoint
-    # (streams/worker/exactly_once.py); BatchOutbox writes to the plain producer, outside them.
+    # Exactly-once: decisions go through the commit gate, in their source partition's
+    # transaction (streams/worker/exactly_once.py); BatchOutbox writes to the plain producer.
     outbox: Outbox = (
-        TransactionalOutbox(wiring)
+        TransactionalOutbox()
         if settings.processing_guarantee == "exactly_once"
         else BatchOutbox(wiring.app, settings.topic_control, settings.partitions)
     )
@@ -171,13 +172,14 @@ def run_worker(settings: Settings) -> int:
             f"loopguard worker: LOOPGUARD_TOPIC_OTLP_SPANS needs the optional extra: {OTLP_EXTRA}\n"
         )
         return EXIT_USAGE
-    if (warning := settings.commit_interval_warning) is not None:  # runs, as asked, but says
-        sys.stderr.write(f"loopguard worker: warning: {warning}\n")  # what it risks
     if settings.malloc_trim:  # before the buffers it is for (streams/worker/memory.py)
         fix_thresholds()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     discard_orphaned_state(settings.worker_data_dir)  # left by a broker that lost its data
+    exactly_once = settings.processing_guarantee == "exactly_once"
+    if exactly_once:  # a store left by an unclean stop may hold uncommitted writes
+        open_store(settings.worker_data_dir)
     try:  # a broker started beside the worker may not be up yet (streams/kafka/broker_wait.py)
         loop.run_until_complete(
             retry_until_reachable(
@@ -218,6 +220,8 @@ def run_worker(settings: Settings) -> int:
         code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
     if code != 0 and asyncio.run(watch.confirm_after_crash()):
         code = EXIT_BROKER_DATA_LOST  # a supervisor restarts the worker: it recovers
+    if exactly_once and code == 0:
+        close_store(settings.worker_data_dir)
     return code
 
 

@@ -6,10 +6,11 @@
 (2) The worker is SIGKILLed while the broker is down and restarting; a new worker starts once
     the broker is back and takes over from the committed offsets and the changelog.
 
-(2) also runs with exactly-once (Faust's transactions) when LOOPGUARD_TEST_GUARANTEES says so:
-the control topic read by a `read_committed` consumer then has no duplicate and every state
-matches (the checkpoint waits for the producer buffer's last record: docs/reliability.md).
-CI runs at-least-once only, for time (about 3 min more); at-least-once is the default.
+(2) also runs with exactly-once (Faust's transactions), committing every 0.1 s (Kafka Streams'
+interval there), so that the kill almost always lands with a transaction open: the control
+topic read by a `read_committed` consumer then has no duplicate and every state matches. It
+found decisions sent outside every transaction and a store keeping the writes of one that
+never committed (docs/reliability.md, "Exactly-once and the commit interval").
 These need Kafka whatever LOOPGUARD_TEST_BROKER says (Tansu loses its data on restart:
 tests/chaos/test_broker_restart.py), so each test starts a Kafka broker of its own.
 """
@@ -17,7 +18,6 @@ tests/chaos/test_broker_restart.py), so each test starts a Kafka broker of its o
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,9 +33,7 @@ from tests.worker_process import WorkerProcess
 
 RUNS = 150
 DOWN_S = 2.0  # how long the broker stays dead before it is started again
-# Exactly-once is not run in CI, for time (docs/reliability.md has its runs). Run it with
-# LOOPGUARD_TEST_GUARANTEES=at_least_once,exactly_once.
-GUARANTEES = os.environ.get("LOOPGUARD_TEST_GUARANTEES", "at_least_once").split(",")
+EXACTLY_ONCE_INTERVAL_S = 0.1  # (2) under exactly-once: the module docstring
 
 
 @pytest.fixture
@@ -107,13 +105,14 @@ async def test_a_broker_sigkilled_and_restarted_with_its_data_loses_nothing(
         cluster.workers.stop_all()
 
 
-@pytest.mark.parametrize("guarantee", GUARANTEES)
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
 async def test_a_worker_sigkilled_while_the_broker_restarts_loses_nothing(
     kafka_broker: KafkaBroker, tmp_path: Path, guarantee: str
 ) -> None:
-    cluster = Cluster(
-        kafka_broker, tmp_path, tag="wkill", extra_settings={"processing_guarantee": guarantee}
-    )
+    settings: dict[str, object] = {"processing_guarantee": guarantee}
+    if guarantee == "exactly_once":
+        settings["commit_interval_seconds"] = EXACTLY_ONCE_INTERVAL_S
+    cluster = Cluster(kafka_broker, tmp_path, tag="wkill", extra_settings=settings)
     await cluster.create_topics()
     fleet = chaos_fleet(RUNS, seed=22, prefix="wkill")
     oracle = _oracle()

@@ -146,20 +146,6 @@ def test_the_worker_retries_an_unreachable_broker_then_exits_69_in_one_line(tmp_
     assert "Traceback" not in err
 
 
-def test_a_worker_at_an_unsupported_exactly_once_interval_says_so_first(tmp_path) -> None:
-    env = _unreachable_worker_env(
-        tmp_path,
-        "0.5",
-        LOOPGUARD_PROCESSING_GUARANTEE="exactly_once",
-        LOOPGUARD_COMMIT_INTERVAL_SECONDS="0.1",
-    )
-    code, err = _run("worker", env=env)
-    first = err.splitlines()[0]
-    assert code == EXIT_BROKER_UNREACHABLE  # it still runs as asked
-    assert first.startswith("loopguard worker: warning: LOOPGUARD_COMMIT_INTERVAL_SECONDS=0.1 ")
-    assert "below the 2.8 s supported there" in first
-
-
 def test_a_replay_cut_off_by_head_stops_quietly(events: Path) -> None:
     text = events.read_text()
     big = "".join(text.replace('"r1', f'"r{i}-') for i in range(400))  # 400 runs, ~6,000 lines

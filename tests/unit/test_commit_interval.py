@@ -41,26 +41,3 @@ def test_an_interval_out_of_range_is_refused(value: str, monkeypatch: pytest.Mon
     monkeypatch.setenv("LOOPGUARD_COMMIT_INTERVAL_SECONDS", value)
     with pytest.raises(ValueError, match="commit_interval_seconds"):
         Settings()
-
-
-@pytest.mark.parametrize(
-    ("env", "guarantee", "warned"),
-    [
-        ("0.1", "exactly_once", True),
-        ("2.7", "exactly_once", True),
-        (None, "exactly_once", False),
-        ("2.8", "exactly_once", False),
-        ("0.1", "at_least_once", False),
-    ],
-)
-def test_an_exactly_once_interval_below_the_supported_one_is_warned_of(
-    env: str | None, guarantee: str, warned: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if env is not None:
-        monkeypatch.setenv("LOOPGUARD_COMMIT_INTERVAL_SECONDS", env)
-    monkeypatch.setenv("LOOPGUARD_PROCESSING_GUARANTEE", guarantee)
-    warning = Settings().commit_interval_warning
-    assert (warning is not None) == warned
-    if warned:
-        assert warning is not None and f"={env} under exactly_once" in warning
-        assert "Exactly-once and the commit interval" in warning

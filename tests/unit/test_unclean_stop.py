@@ -1,0 +1,44 @@
+"""An exactly-once worker keeps its local store across a restart only after a clean stop
+(streams/worker/unclean_stop.py): a store left by a kill may hold uncommitted writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loopguard_fleet.streams.worker.unclean_stop import OPEN_MARKER, close_store, open_store
+
+
+def _store_file(data_dir: Path) -> Path:
+    kept = data_dir / "v1" / "tables" / "runs-0.db"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_bytes(b"state")
+    return kept
+
+
+def test_a_first_start_keeps_the_dir_and_marks_it_open(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    assert open_store(data_dir) is False
+    assert (data_dir / OPEN_MARKER).exists()
+
+
+def test_a_start_after_a_clean_stop_keeps_the_store(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    open_store(data_dir)
+    kept = _store_file(data_dir)
+    close_store(data_dir)
+    assert not (data_dir / OPEN_MARKER).exists()
+    assert open_store(data_dir) is False
+    assert kept.read_bytes() == b"state"
+
+
+def test_a_start_after_an_unclean_stop_empties_the_store_and_marks_it_open_again(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    open_store(data_dir)
+    kept = _store_file(data_dir)  # the worker was killed: no close_store
+    assert open_store(data_dir) is True
+    assert not kept.exists()
+    assert sorted(p.name for p in data_dir.iterdir()) == [OPEN_MARKER]
+    close_store(data_dir)
+    assert open_store(data_dir) is False  # that worker stopped cleanly

@@ -124,7 +124,7 @@ def _run(*argv: str, env: dict[str, str] | None = None, timeout: float = 60) -> 
     return proc.returncode, proc.stderr
 
 
-def _unreachable_worker_env(tmp_path: Path, wait_s: str, **settings: str) -> dict[str, str]:
+def _unreachable_worker_env(tmp_path: Path, wait_s: str) -> dict[str, str]:
     """A worker's environment (none of ours inherited) naming a broker nobody listens on."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
     return env | {
@@ -132,7 +132,6 @@ def _unreachable_worker_env(tmp_path: Path, wait_s: str, **settings: str) -> dic
         "LOOPGUARD_BROKER_WAIT_SECONDS": wait_s,
         "LOOPGUARD_STORE": "memory://",
         "LOOPGUARD_DATA_DIR": str(tmp_path),
-        **settings,
     }
 
 

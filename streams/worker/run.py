@@ -177,9 +177,7 @@ def run_worker(settings: Settings) -> int:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     discard_orphaned_state(settings.worker_data_dir)  # left by a broker that lost its data
-    exactly_once = settings.processing_guarantee == "exactly_once"
-    if exactly_once:  # a store left by an unclean stop may hold uncommitted writes
-        open_store(settings.worker_data_dir)
+    open_store(settings.worker_data_dir)  # one left by an unclean stop is rebuilt
     try:  # a broker started beside the worker may not be up yet (streams/kafka/broker_wait.py)
         loop.run_until_complete(
             retry_until_reachable(
@@ -220,7 +218,7 @@ def run_worker(settings: Settings) -> int:
         code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
     if code != 0 and asyncio.run(watch.confirm_after_crash()):
         code = EXIT_BROKER_DATA_LOST  # a supervisor restarts the worker: it recovers
-    if exactly_once and code == 0:
+    if code == 0:
         close_store(settings.worker_data_dir)
     return code
 

@@ -1,16 +1,18 @@
-"""Exactly-once: a worker keeps its local store across a restart only after a clean stop.
+"""A worker keeps its local store across a restart only after a clean stop.
 
-Under exactly-once a checkpoint writes run states into the local store (RocksDB) at once, while
-Faust moves the store's changelog offset only when their transaction commits
-(faust/tables/base.py, `_on_changelog_sent`). A worker killed with such a transaction open
-leaves states in its store that the changelog, read committed, never got; recovery replays the
-changelog over them but cannot take them out. The restarted worker's states are then ahead of
-its committed input offsets: it drops the redelivered events as duplicates and never writes
-those states again (found by tests/chaos/test_kafka_faults.py with a 0.1 s commit interval: 6
-of 150 run states missing from the changelog). Kafka Streams wipes a task's local state after
-an unclean shutdown under exactly-once for the same reason; this does the same, with a marker
-in the data dir: written at start, removed after a clean stop (exit status 0). A start that
-finds it empties the data dir, and recovery rebuilds every state from the changelog.
+A checkpoint writes run states into the local store (RocksDB) at once, while Faust records how
+far the store follows the changelog only when a state's changelog record is delivered, or
+under exactly-once when its transaction commits (faust/tables/base.py, `_on_changelog_sent`).
+A worker killed in between leaves states in its store that the changelog never got; recovery
+replays the changelog over them but cannot take them out. The restarted worker's states are
+then ahead of its committed input offsets: it drops the redelivered events as duplicates and
+never writes those states again, and the worker that takes the partition next reads the older
+ones (found by tests/chaos/test_kafka_faults.py with a 0.1 s commit interval: under
+exactly-once 6 of 150 run states missing from the changelog, at-least-once 3). Kafka Streams
+wipes a task's local state after an unclean shutdown under exactly-once for the same reason;
+the engine's seq watermark makes it needed at-least-once too. A marker in the data dir is
+written at start and removed after a clean stop (exit status 0); a start that finds it empties
+the data dir, and recovery rebuilds every state from the changelog.
 """
 
 from __future__ import annotations
@@ -24,20 +26,20 @@ __all__ = ["OPEN_MARKER", "close_store", "open_store"]
 
 log = logging.getLogger(__name__)
 
-#: File in the worker's data dir while an exactly-once worker runs on it.
-OPEN_MARKER: Final = "EXACTLY_ONCE_OPEN"
+#: File in the worker's data dir while a worker runs on it.
+OPEN_MARKER: Final = "STORE_OPEN"
 
 
 def open_store(data_dir: Path) -> bool:
-    """Mark the data dir in use by an exactly-once worker, first emptying it when the last
-    worker on it did not stop cleanly; True when it was emptied."""
+    """Mark the data dir in use by a worker, first emptying it when the last worker on it did
+    not stop cleanly; True when it was emptied."""
     marker = data_dir / OPEN_MARKER
     emptied = marker.exists()
     if emptied:
         log.warning(
-            "discarding the local run states in %s: the last exactly-once worker on it did not "
-            "stop cleanly, and they may hold writes of a transaction that never committed; "
-            "they are rebuilt from the changelog",
+            "discarding the local run states in %s: the last worker on it did not stop "
+            "cleanly, and they may hold writes its changelog never got; they are rebuilt "
+            "from the changelog",
             data_dir,
         )
         shutil.rmtree(data_dir, ignore_errors=True)
@@ -47,5 +49,5 @@ def open_store(data_dir: Path) -> bool:
 
 
 def close_store(data_dir: Path) -> None:
-    """After a clean stop: the next exactly-once worker may keep the data dir's store."""
+    """After a clean stop: the next worker may keep the data dir's store."""
     (data_dir / OPEN_MARKER).unlink(missing_ok=True)

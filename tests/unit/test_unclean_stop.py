@@ -1,5 +1,6 @@
-"""An exactly-once worker keeps its local store across a restart only after a clean stop
-(streams/worker/unclean_stop.py): a store left by a kill may hold uncommitted writes."""
+"""A worker keeps its local store across a restart only after a clean stop
+(streams/worker/unclean_stop.py): a store left by a kill may hold writes its changelog never
+got."""
 
 from __future__ import annotations
 

@@ -177,7 +177,6 @@ def run_worker(settings: Settings) -> int:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     discard_orphaned_state(settings.worker_data_dir)  # left by a broker that lost its data
-    open_store(settings.worker_data_dir)  # one left by an unclean stop is rebuilt
     try:  # a broker started beside the worker may not be up yet (streams/kafka/broker_wait.py)
         loop.run_until_complete(
             retry_until_reachable(
@@ -196,6 +195,9 @@ def run_worker(settings: Settings) -> int:
         except BrokerRefused as exc:
             sys.stderr.write(f"loopguard worker: {exc}\n")
             return EXIT_BROKER_REFUSED
+    # Marked only now, before anything opens the store: a worker that never got this far (an
+    # unreachable or refusing broker) wrote nothing, and its next start keeps the store.
+    open_store(settings.worker_data_dir)  # one left by an unclean stop is rebuilt
     wiring, _ = assemble(settings)
     watch = _install_broker_watch(wiring, settings)
     worker = QuietWorker(

@@ -1,7 +1,8 @@
-"""Two reads of Faust's consumer thread the worker's replaces (streams/worker/faust/
-internals.py): the livelock check's read of a partition's position, which aiokafka asserts is
-set ("Livelock detector's position read"), and, under exactly-once, recovery's end offsets,
-which Faust takes from the last fetch ("Table recovery end offsets")."""
+"""Faust's consumer thread and transaction manager as the worker replaces them (streams/worker/
+faust/internals.py): the livelock check's read of a partition's position, which aiokafka
+asserts is set ("Livelock detector's position read"); under exactly-once, recovery's end
+offsets, which Faust takes from the last fetch ("Table recovery end offsets"), and the
+producers a rebalance stops ("Transactional producers of revoked partitions")."""
 
 from __future__ import annotations
 
@@ -11,11 +12,15 @@ from typing import Any
 
 import pytest
 from aiokafka.consumer.subscription_state import TopicPartitionState
+from faust.transport.consumer import TransactionManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
 from loopguard_fleet.config.settings import Settings
-from loopguard_fleet.streams.worker.faust.internals import _TunedConsumerThread
+from loopguard_fleet.streams.worker.faust.internals import (
+    _TunedConsumerThread,
+    _TunedTransactionManager,
+)
 from loopguard_fleet.streams.worker.run import assemble
 
 
@@ -69,3 +74,42 @@ async def test_exactly_once_recovery_asks_the_broker_for_the_last_stable_offsets
     faust_ends = await faust_aiokafka.AIOKafkaConsumerThread._highwaters(thread, [tp])
     assert faust_ends == {tp: None}  # Faust's: recovery reads it as -1, below a stored offset
     assert await _TunedConsumerThread._highwaters(thread, [tp]) == {tp: 40}
+
+
+class _Producer:
+    """Faust's producer as the transaction manager drives it: which producers it stops."""
+
+    def __init__(self) -> None:
+        self.stopped: list[str] = []
+        self.begun: list[str] = []
+
+    async def stop_transaction(self, transactional_id: str) -> None:
+        self.stopped.append(transactional_id)
+
+    async def maybe_begin_transaction(self, transactional_id: str) -> None:
+        self.begun.append(transactional_id)
+
+
+def _transaction_manager(cls: Any, producer: _Producer, standbys: set[TP]) -> Any:
+    """A transaction manager of app "app", one topic group (0), `standbys` held as standbys."""
+    assignor = SimpleNamespace(
+        group_for_topic={"calls": 0, "compactions": 0}.__getitem__,
+        is_standby=lambda tp: tp in standbys,
+    )
+    app = SimpleNamespace(assignor=assignor, conf=SimpleNamespace(id="app"))
+    return cls(SimpleNamespace(app=app), consumer=object(), producer=producer)
+
+
+@pytest.mark.parametrize("cls", [TransactionManager, _TunedTransactionManager])
+async def test_a_partition_moved_away_but_kept_as_a_standby_stops_its_producer(cls: Any) -> None:
+    # The worker owned calls 0 and 1; calls 0 moves to another worker, whose producer for it
+    # fences this one's, and its changelog stays here as a standby.
+    moved, kept = TP("calls", 0), TP("calls", 1)
+    producer = _Producer()
+    manager = _transaction_manager(cls, producer, standbys={moved})
+    await manager.on_rebalance({kept, TP("compactions", 1)}, {moved}, set())
+    if cls is TransactionManager:  # Faust's: the fenced producer stays for when it returns
+        assert producer.stopped == []
+    else:
+        assert producer.stopped == ["app-0-0"]
+    assert producer.begun == ["app-0-1"]  # the kept partition's transaction goes on

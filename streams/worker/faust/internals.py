@@ -74,6 +74,16 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   sends a record with no transaction at all when its consumer has no metadata for the topic
   (`Consumer.key_partition` returns None): the control topic, which the worker does not
   consume, so decisions go this way too (streams/worker/exactly_once.py).
+- Transactional producers of revoked partitions: in a rebalance Faust stops the producer of
+  each revoked partition only if the *new* assignment does not hold that partition as a
+  standby (`TransactionManager.on_rebalance` maps partitions through `_tps_to_active_tpgs`,
+  which drops standbys). A partition that moved to another worker while this one keeps its
+  changelog as a standby kept its producer, which the new owner's producer then fenced. When
+  the partition came back, Faust began a transaction on that fenced producer (its own state
+  still IN_TRANSACTION: the warning "Invalid state transition") and the first commit failed
+  with `ProducerFenced`: the worker stopped (tests/chaos/test_rebalance.py under exactly-once).
+  `_TunedTransactionManager` stops the producer of every revoked partition this worker no
+  longer owns, standby or not; the next assignment of it starts a fresh one.
 - Livelock detector's position read: every 2.5 commit intervals Faust's consumer thread checks
   each assigned partition (`verify_event_path`) and reads its position unguarded; aiokafka
   asserts it is set, and it is not between an assignment or seek and the first fetch. At a
@@ -108,6 +118,7 @@ from typing import Any
 import aiokafka
 import faust
 from faust.streams import _current_event
+from faust.transport.consumer import TopicPartitionGroup, TransactionManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types.tuples import ack_lock
 from mode.utils.futures import notify
@@ -445,11 +456,41 @@ class _TunedProducer(faust_aiokafka.Producer):
         await super().on_stop()
 
 
+class _TunedTransactionManager(TransactionManager):
+    """Faust's transaction manager, stopping the producer of every partition the worker no
+    longer owns (module docstring, "Transactional producers of revoked partitions")."""
+
+    async def on_rebalance(
+        self, assigned: set[Any], revoked: set[Any], newly_assigned: set[Any]
+    ) -> None:
+        """Stop the revoked partitions' producers, standbys now included; then Faust's."""
+        gone = self._transactional_ids(revoked) - self._tps_to_transactional_ids(assigned)
+        if gone:
+            # Faust's own stop (below) pops the producer it finds: these are gone by then.
+            await self._stop_transactions(sorted(gone))
+        await super().on_rebalance(assigned, revoked, newly_assigned)
+
+    def _transactional_ids(self, tps: set[Any]) -> set[str]:
+        """The transactional ids of `tps` (Faust's format), standby or active alike."""
+        assignor, app_id = self.app.assignor, self.app.conf.id
+        ids = set()
+        for tp in tps:
+            try:
+                group = assignor.group_for_topic(tp.topic)
+            except KeyError:  # a topic of no agent's group (none has a producer)
+                continue
+            tpg = TopicPartitionGroup(tp.topic, tp.partition, group)
+            ids.add(self.transactional_id_format.format(tpg=tpg, group_id=app_id))
+        return ids
+
+
 class _TunedTransport(faust_aiokafka.Transport):
-    """Faust's aiokafka transport, building the tuned consumer and producer."""
+    """Faust's aiokafka transport, building the tuned consumer, producer and transaction
+    manager."""
 
     Consumer = _TunedConsumer
     Producer = _TunedProducer
+    TransactionManager = _TunedTransactionManager
 
 
 class LoopGuardApp(faust.App):

@@ -84,6 +84,22 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   with `ProducerFenced`: the worker stopped (tests/chaos/test_rebalance.py under exactly-once).
   `_TunedTransactionManager` stops the producer of every revoked partition this worker no
   longer owns, standby or not; the next assignment of it starts a fresh one.
+- Commit on revocation: under exactly-once Faust does not commit when partitions are revoked:
+  it drops their acked offsets, and after the rebalance every assigned partition, kept ones
+  included (the eager protocol revokes them all), is read again from its committed offset.
+  Records a checkpoint had already sent into a kept partition's open transaction stayed in it,
+  while the run states of the same checkpoint that the revocation stopped it from writing were
+  read back older: the events were decided again and their decisions committed twice (the
+  join-and-leave scenario of tests/chaos/test_rebalance.py at a 0.1 s commit interval: 5 and
+  7 duplicates in 2 runs of 5). As Kafka Streams does, the worker commits before Faust
+  revokes: the checkpoint and the transactions of every partition, so nothing is read again.
+  From then until the new assignment it commits nothing (Kafka Streams suspends the tasks): a
+  checkpoint during the revocation wrote the states of events processed after that commit
+  into the local store and into a transaction the new owner's producer then aborted, and the
+  commit found no offsets to close it with (Faust drops a revoked partition's acked and
+  committed offsets). When the partition came back, the worker's store was ahead of the
+  changelog, the redelivered events were dropped as duplicates, and those states were never
+  written (the same scenario: 2 run states in 1 run of 11).
 - Livelock detector's position read: every 2.5 commit intervals Faust's consumer thread checks
   each assigned partition (`verify_event_path`) and reads its position unguarded; aiokafka
   asserts it is set, and it is not between an assignment or seek and the first fetch. At a
@@ -265,6 +281,7 @@ class _TunedConsumer(faust_aiokafka.Consumer):
 
     flow_epoch: int = 0  # suspensions of the flow so far (streams/worker/faust/drain.py)
     commit_limits: Mapping[tuple[str, int], int] | None = None  # while a commit picks offsets
+    revoking: bool = False  # exactly-once: from the commit before a revocation to the assignment
     # Faust's `list[int]` values become `AckedOffsets`: only the methods overridden here (and
     # `ack_all`, batches.py) read or write them; Faust itself only pops and lists the keys.
     _acked: defaultdict[Any, AckedOffsets]  # type: ignore[assignment]
@@ -273,6 +290,24 @@ class _TunedConsumer(faust_aiokafka.Consumer):
         super().__init__(*args, **kwargs)
         # Acked offsets as ranges (acked.py); Faust's per-offset index is then never filled.
         self._acked = defaultdict(AckedOffsets)
+
+    async def on_partitions_revoked(self, revoked: set[Any]) -> None:
+        """Under exactly-once, commit what was processed first, then nothing more until the
+        next assignment (module docstring, "Commit on revocation"); then Faust's revocation."""
+        if self.in_transaction and revoked:
+            await self.maybe_wait_for_commit_to_finish()
+            try:
+                await self.commit()
+            except Exception:  # the rebalance goes on: the records are read again
+                self.log.exception("Commit before revocation failed")
+            self.revoking = True
+        await super().on_partitions_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: set[Any], generation_id: int = 0) -> None:
+        """Commits resume with the new assignment (its partitions are read from their
+        committed offsets); then Faust's assignment."""
+        self.revoking = False
+        await super().on_partitions_assigned(assigned, generation_id)
 
     def stop_flow(self) -> None:
         """Suspend the flow and count it: the fast path drops what was fetched before."""
@@ -314,6 +349,8 @@ class _TunedConsumer(faust_aiokafka.Consumer):
         in between (Faust picks them before its first await), so none is committed ahead of
         its state.
         """
+        if self.revoking:  # module docstring, "Commit on revocation"
+            return False
         app = self.app
         limits: dict[tuple[str, int], int] | None = None
         if isinstance(app, LoopGuardApp):

@@ -11,16 +11,16 @@ topics were deleted and recreated under a running worker.
 `BrokerWatch.check` (a timer in every worker) compares the offsets this worker committed with
 the group's offsets on the broker. Committed offsets never move backwards, so a lower or
 missing one means the broker lost them: the worker logs what happened and stops with exit
-code `EXIT_BROKER_DATA_LOST`, leaving a marker in its data dir. Its supervisor restarts it;
-`ensure_topics` then recreates the topics and `discard_orphaned_state` drops the local table
-store, whose changelog is gone (run states restart empty: a loop in progress is counted anew).
+code `EXIT_BROKER_DATA_LOST`, leaving a marker in its data dir (streams/worker/unclean_stop.py).
+Its supervisor restarts it; `ensure_topics` then recreates the topics and `open_store` drops
+the local table store, whose changelog is gone (run states restart empty: a loop in progress
+is counted anew).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,21 +33,18 @@ from aiokafka.errors import KafkaError
 from loopguard_fleet.streams.errors import StreamError
 from loopguard_fleet.streams.kafka.security import PLAINTEXT, ClientSecurity
 from loopguard_fleet.streams.worker.faust.internals import committed_offsets
+from loopguard_fleet.streams.worker.unclean_stop import mark_data_lost
 
 __all__ = [
     "EXIT_BROKER_DATA_LOST",
-    "MARKER",
     "BrokerDataLost",
     "BrokerWatch",
-    "discard_orphaned_state",
 ]
 
 log = logging.getLogger(__name__)
 
 #: Exit status of a worker that found the broker had lost its data (EX_TEMPFAIL: retry).
 EXIT_BROKER_DATA_LOST: Final = 75
-#: File left in the worker's data dir: its local table store belongs to a lost changelog.
-MARKER: Final = "BROKER_DATA_LOST"
 #: How long a crashed worker tries to reach a restarting broker before it exits (s), and how
 #: often: a Kafka node restarted here answers again within ~10 s (tests/chaos).
 CONFIRM_WAIT_S: Final = 20.0
@@ -157,8 +154,7 @@ class BrokerWatch:
             "with empty run states (decisions published before the loss are gone with it)"
         )
         log.error("%s", self.lost)
-        self._data_dir.mkdir(parents=True, exist_ok=True)
-        (self._data_dir / MARKER).write_text(str(self.lost) + "\n")
+        mark_data_lost(self._data_dir, str(self.lost))
         return True
 
     async def _broker_offsets(self, tps: list[Any]) -> dict[Any, int]:
@@ -187,17 +183,3 @@ class BrokerWatch:
                 await admin.close()
             except (KafkaError, OSError):
                 log.debug("broker watch: closing the admin client failed", exc_info=True)
-
-
-def discard_orphaned_state(data_dir: Path) -> bool:
-    """Empty a worker's data dir left with the marker (its changelog is gone); True if done."""
-    if not (data_dir / MARKER).exists():
-        return False
-    log.warning(
-        "discarding the local run states in %s: the broker lost the changelog they belong to "
-        "(see the previous run's log); run states start empty",
-        data_dir,
-    )
-    shutil.rmtree(data_dir, ignore_errors=True)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    return True

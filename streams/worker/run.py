@@ -33,7 +33,6 @@ from loopguard_fleet.streams.worker.app import Wiring, build_app, changelog_topi
 from loopguard_fleet.streams.worker.broker_watch import (
     EXIT_BROKER_DATA_LOST,
     BrokerWatch,
-    discard_orphaned_state,
 )
 from loopguard_fleet.streams.worker.exactly_once import TransactionalOutbox
 from loopguard_fleet.streams.worker.faust.internals import QuietWorker
@@ -176,7 +175,6 @@ def run_worker(settings: Settings) -> int:
         fix_thresholds()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    discard_orphaned_state(settings.worker_data_dir)  # left by a broker that lost its data
     try:  # a broker started beside the worker may not be up yet (streams/kafka/broker_wait.py)
         loop.run_until_complete(
             retry_until_reachable(
@@ -197,7 +195,7 @@ def run_worker(settings: Settings) -> int:
             return EXIT_BROKER_REFUSED
     # Marked only now, before anything opens the store: a worker that never got this far (an
     # unreachable or refusing broker) wrote nothing, and its next start keeps the store.
-    open_store(settings.worker_data_dir)  # one left by an unclean stop is rebuilt
+    open_store(settings.worker_data_dir)  # one left by an unclean stop or a lost broker is emptied
     wiring, _ = assemble(settings)
     watch = _install_broker_watch(wiring, settings)
     worker = QuietWorker(

@@ -18,7 +18,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from loopguard_fleet.config import load_policy
 from loopguard_fleet.streams.kafka.admin import create_topics
-from loopguard_fleet.streams.worker.broker_watch import EXIT_BROKER_DATA_LOST, MARKER, BrokerWatch
+from loopguard_fleet.streams.worker.broker_watch import EXIT_BROKER_DATA_LOST, BrokerWatch
+from loopguard_fleet.streams.worker.unclean_stop import BROKER_DATA_LOST_MARKER
 from tests.chaos.drive import run_fleet
 from tests.chaos.fleet import Fleet, Oracle, chaos_fleet
 from tests.chaos.harness import POLICY, Cluster
@@ -100,8 +101,9 @@ async def test_a_worker_that_crashed_during_the_loss_still_finds_it(
     watch.remember({tp: 7})
 
     assert not await watch.confirm_after_crash(wait_s=5)  # an ordinary crash: exit code kept
-    assert not (tmp_path / MARKER).exists()
+    assert not (tmp_path / BROKER_DATA_LOST_MARKER).exists()
 
     lose_data(own_broker)
     assert await watch.confirm_after_crash()
-    assert f"{topic}[0] committed 7, broker has none" in (tmp_path / MARKER).read_text()
+    found = (tmp_path / BROKER_DATA_LOST_MARKER).read_text()
+    assert f"{topic}[0] committed 7, broker has none" in found

@@ -99,7 +99,7 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   commit found no offsets to close it with (Faust drops a revoked partition's acked and
   committed offsets). When the partition came back, the worker's store was ahead of the
   changelog, the redelivered events were dropped as duplicates, and those states were never
-  written (the same scenario: 2 run states in 1 run of 11).
+  written (the same scenario: 2 run states in 1 run of 15).
 - Livelock detector's position read: every 2.5 commit intervals Faust's consumer thread checks
   each assigned partition (`verify_event_path`) and reads its position unguarded; aiokafka
   asserts it is set, and it is not between an assignment or seek and the first fetch. At a

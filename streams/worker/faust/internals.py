@@ -94,12 +94,11 @@ tests/unit/test_layers.py fails if another module reaches for a private Faust na
   7 duplicates in 2 runs of 5). As Kafka Streams does, the worker commits before Faust
   revokes: the checkpoint and the transactions of every partition, so nothing is read again.
   From then until the new assignment it commits nothing (Kafka Streams suspends the tasks): a
-  checkpoint during the revocation wrote the states of events processed after that commit
-  into the local store and into a transaction the new owner's producer then aborted, and the
-  commit found no offsets to close it with (Faust drops a revoked partition's acked and
-  committed offsets). When the partition came back, the worker's store was ahead of the
-  changelog, the redelivered events were dropped as duplicates, and those states were never
-  written (the same scenario: 2 run states in 1 run of 15).
+  checkpoint during the revocation would write the states of events processed after that
+  commit into the local store and into a transaction no offsets close (Faust drops a revoked
+  partition's acked and committed offsets) and the new owner's producer aborts. It did not
+  remove a lost state write the same scenario shows in about one run of fifteen
+  (docs/reliability.md, "Known limit"), whose cause is not found.
 - Livelock detector's position read: every 2.5 commit intervals Faust's consumer thread checks
   each assigned partition (`verify_event_path`) and reads its position unguarded; aiokafka
   asserts it is set, and it is not between an assignment or seek and the first fetch. At a

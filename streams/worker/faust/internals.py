@@ -133,8 +133,9 @@ from typing import Any
 import aiokafka
 import faust
 from faust.streams import _current_event
-from faust.transport.consumer import TopicPartitionGroup, TransactionManager
+from faust.transport.consumer import TransactionManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import AppT
 from faust.types.tuples import ack_lock
 from mode.utils.futures import notify
 
@@ -507,16 +508,13 @@ class _TunedTransactionManager(TransactionManager):
         await super().on_rebalance(assigned, revoked, newly_assigned)
 
     def _transactional_ids(self, tps: set[Any]) -> set[str]:
-        """The transactional ids of `tps` (Faust's format), standby or active alike."""
-        assignor, app_id = self.app.assignor, self.app.conf.id
+        """The transactional ids of `tps`, standby or active alike."""
         ids = set()
         for tp in tps:
             try:
-                group = assignor.group_for_topic(tp.topic)
+                ids.add(transactional_id(self.app, tp.topic, tp.partition))
             except KeyError:  # a topic of no agent's group (none has a producer)
                 continue
-            tpg = TopicPartitionGroup(tp.topic, tp.partition, group)
-            ids.add(self.transactional_id_format.format(tpg=tpg, group_id=app_id))
         return ids
 
 
@@ -623,7 +621,7 @@ async def drain_producer_buffer(app: faust.App) -> None:
     await mark.reached.wait()
 
 
-def transactional_id(app: faust.App, topic: str, partition: int) -> str:
+def transactional_id(app: AppT, topic: str, partition: int) -> str:
     """The transactional id Faust commits an input topic-partition's offsets with."""
     return f"{app.conf.id}-{app.assignor.group_for_topic(topic)}-{partition}"
 

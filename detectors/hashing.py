@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from hashlib import sha256
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 import orjson
 from orjson import dumps as _orjson_dumps  # compiled: a global, no module getattr a call
@@ -25,7 +26,7 @@ from loopguard_fleet.detectors.canonical import (
     js_number_text,
 )
 from loopguard_fleet.detectors.hashkeys import HashKey, hash_key, hash_text
-from loopguard_fleet.detectors.sharing import share
+from loopguard_fleet.detectors.sharing import remember, share
 
 if TYPE_CHECKING:  # values imports this module (a call's signature)
     from loopguard_fleet.detectors.values import Outcome
@@ -36,6 +37,7 @@ __all__ = [
     "call_signature",
     "canonical_json",
     "digest",
+    "error_key",
     "error_text",
     "js_trim",
     "normalize_tool",
@@ -92,14 +94,17 @@ _lower: Final = str.lower
 
 
 # Per-process caches of the two values every tool event recomputes (docs/performance.md,
-# "Our own per-event cost"): tool names are few, and a looping run repeats its arguments, so
-# most lookups hit. Both are bounded (emptied when full) and keyed by exactly what determines
-# the value (the raw name; the normalised name and the canonical JSON), so a hit returns what
-# the computation would.
+# "The compiled engine"): tool names are few, and a looping run repeats its arguments, so
+# most lookups hit. All are bounded (emptied when full) and keyed by exactly what determines
+# the value: the raw name; for flat string args (most calls: a path, a command, a query), the
+# raw name and the args' keys and values in their order, which skips canonicalising them; else
+# the normalised name and the canonical JSON. So a hit returns what the computation would.
 _CACHE_ENTRIES: Final = 4096
 _CACHED_NAME_CHARS: Final = 128
 _CACHED_ARGS_BYTES: Final = 256
+_FLAT_ARGS_KEYS: Final = 8
 _TOOL_NAMES: dict[str, str] = {}
+_FLAT_CALLS: dict[tuple[str, ...], tuple[str, str]] = {}
 _SIGNATURES: dict[tuple[str, str], str] = {}
 
 
@@ -128,8 +133,44 @@ def _raw(value: JSONLike) -> bytes:
     return sha256(canonical_json_bytes(value)).digest()
 
 
+def _flat_key(tool: str, args: JSON | _Undefined) -> tuple[str, ...] | None:
+    """(tool, key, value, …) of args that are an object of a few short strings, else None."""
+    if type(args) is not dict or len(args) > _FLAT_ARGS_KEYS:
+        return None
+    flat = [tool]
+    size = len(tool)
+    # Read untyped: compiled, a typed loop would check each key and value as it takes them
+    # (a TypeError on what canonical JSON refuses with its own error).
+    for key, value in cast("dict[object, object]", args).items():
+        # Strings only: a tuple compares 1, 1.0 and True equal, which canonical JSON does not,
+        # and other keys are refused by canonical JSON (DetectorError).
+        if type(value) is not str or type(key) is not str:
+            return None
+        size += len(key) + len(value)
+        flat.append(key)
+        flat.append(value)
+    return tuple(flat) if size <= _CACHED_ARGS_BYTES else None
+
+
 def call_signature(tool: str, args: JSON | _Undefined) -> tuple[str, str]:
     """(normalised tool, args_hash) of a call, the hash shared: what `ToolCall` stores."""
+    flat = _flat_key(tool, args)
+    if flat is not None:
+        known = _FLAT_CALLS.get(flat)
+        if known is None:
+            # This memo shares the signature of recurring args; the canonical JSON's would only
+            # hold a second entry of each.
+            name = normalize_tool(tool)
+            known = name, name + ":" + sha256(canonical_json_bytes(args)).hexdigest()
+            if len(_FLAT_CALLS) >= _CACHE_ENTRIES:
+                _FLAT_CALLS.clear()
+            _FLAT_CALLS[flat] = known
+        return known
+    return _signature(tool, args)
+
+
+def _signature(tool: str, args: JSON | _Undefined) -> tuple[str, str]:
+    """`call_signature` computed, its hash shared through the canonical JSON's memo."""
     name = normalize_tool(tool)
     body = canonical_json_bytes(args)
     # The key holds the text, not orjson's bytes: those keep orjson's whole output buffer
@@ -192,8 +233,25 @@ def outcome_text(result: JSON | _Undefined) -> str:
     return js_trim("\n".join(texts))
 
 
+# Error texts recur (a loop's: the same missing file, the same denied call): the tool an error
+# names (regexes) and its result key (a profile's own memo, `error_key`) are memoised by the
+# text, bounded (sharing.remember), as the call memos are.
+_CACHED_ERROR_CHARS: Final = 512
+_ERROR_NAMES: dict[str, str | None] = {}
+_ERROR_KEYS: dict[str, bytes] = {}
+
+
 def unknown_tool_name(error_text: str) -> str | None:
     """The lower-cased missing tool named by an error text, or None (docs/semantics.md §3)."""
+    if error_text in _ERROR_NAMES:
+        return _ERROR_NAMES[error_text]
+    name = _unknown_tool_name(error_text)
+    if len(error_text) <= _CACHED_ERROR_CHARS:
+        remember(_ERROR_NAMES, error_text, name)
+    return name
+
+
+def _unknown_tool_name(error_text: str) -> str | None:
     text = js_trim(error_text)
     if not text:
         return None
@@ -310,6 +368,17 @@ def _is_send(tool: str, args: JSON | _Undefined, channel_tools: frozenset[str]) 
     return tool == "message" and isinstance(action, str) and action in _SEND_ACTIONS
 
 
+def error_key(memo: dict[str, bytes], text: str, digest: Callable[[str], bytes]) -> bytes:
+    """The result key of an error whose text is `text`, hashed by `digest` (docs/semantics.md
+    §3, rule 1; each profile its own), memoised in `memo` (a profile's)."""
+    key = memo.get(text)
+    if key is None:
+        key = b"error:" + digest(text)
+        if len(text) <= _CACHED_ERROR_CHARS:
+            remember(memo, text, key)
+    return key
+
+
 def result_hash(
     tool: str,
     args: JSON | _Undefined,
@@ -332,7 +401,7 @@ def result_key(
     """`result_hash`'s hash key (detectors/hashkeys.py), computed from the raw digest."""
     kind = outcome.kind
     if kind == "error":
-        return b"error:" + _raw(error_text(outcome.value))
+        return error_key(_ERROR_KEYS, error_text(outcome.value), _raw)
     if kind == "hashed":
         return None if outcome.hash is None else hash_key(outcome.hash)
     result = outcome.value

@@ -32,6 +32,7 @@ from loopguard_fleet.detectors.hashing import (
     _poll_outcome,
     _strip_send_ids,
     _text_json,
+    error_key,
     error_text,
     outcome_text,
     outcome_unknown_tool_name,
@@ -145,15 +146,19 @@ def _keys_reorder(value: object, depth: int = 0) -> bool:
         return True
     if type(value) is dict:
         obj: dict[object, object] = value
-        marked = False
+        marked = 0
         for key, item in obj.items():
             if not isinstance(key, str):
                 return True
             if _MARKER_START in key:
-                marked = True
+                marked += 1
             if _keys_reorder(item, depth + 1):
                 return True
-        if not marked:
+        if marked < 2:
+            # A lone marked key keeps its place: canonicalising changes only a span's id, which
+            # comes after the key's first marker start, and an unmarked key cannot share a
+            # prefix that long (it would hold the marker start), so every comparison is decided
+            # before the id.
             return False
         keys: dict[str, object] = obj  # type: ignore[assignment]
         # Canonical JSON's order against the walk's (by the canonical key first).
@@ -252,6 +257,10 @@ def _marked_digest_key(value: JSONLike, plain: bytes) -> bytes:
         # Canonical JSON escapes lone surrogates: its bytes decode as UTF-8.
         return sha256(canonical_markers(plain.decode()).encode()).digest()
     return sha256(_marker_json(value).encode("utf-8", "surrogatepass")).digest()
+
+
+# Error keys by their text, markers canonicalised (hashing.error_key).
+_ERROR_KEYS: dict[str, bytes] = {}
 
 
 # ---- terminal exec failures -----------------------------------------------------------------
@@ -384,7 +393,7 @@ def fact_cells(
     kind = outcome.kind
     if kind == "error":
         return (
-            b"error:" + _digest_key(error_text(outcome.value)),
+            error_key(_ERROR_KEYS, error_text(outcome.value), _digest_key),
             None,
             None,
             True,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final, TypeVar, cast
 
-__all__ = ["SHARED", "SHARED_ENTRIES", "share", "share_new"]
+__all__ = ["SHARED", "SHARED_ENTRIES", "remember", "share", "share_new"]
 
 #: Entries the memo holds before it is emptied (at most ~0.7 MB with 64-hex-digit hashes).
 SHARED_ENTRIES: Final = 4096
@@ -21,6 +21,8 @@ SHARED_ENTRIES: Final = 4096
 SHARED: dict[str | bytes, str | bytes] = {}
 
 _Shared = TypeVar("_Shared", bound=str | bytes)
+_Key = TypeVar("_Key")
+_Value = TypeVar("_Value")
 
 
 def share_new(s: _Shared) -> _Shared:
@@ -35,3 +37,11 @@ def share(s: _Shared) -> _Shared:
     """The shared object equal to `s`: an earlier equal value still in the memo, else `s`."""
     shared = SHARED.get(s)
     return share_new(s) if shared is None else cast(_Shared, shared)
+
+
+def remember(memo: dict[_Key, _Value], key: _Key, value: _Value) -> _Value:
+    """Put `value` in a memo bounded as this one is (emptied when full) and return it."""
+    if len(memo) >= SHARED_ENTRIES:
+        memo.clear()
+    memo[key] = value
+    return value

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopguard_fleet.detectors.canonical import _encode, canonical_json, canonical_json_bytes
-from loopguard_fleet.detectors.hashing import digest
+from loopguard_fleet.detectors.hashing import call_signature, digest, normalize_tool
 from loopguard_fleet.detectors.values import UNDEFINED
 from tests.mappings import Record
 
@@ -137,3 +137,17 @@ both_paths = json_values(
 def test_the_orjson_path_writes_what_the_python_encoders_write(value: Any) -> None:
     assert canonical_json(value) == _encode(value)
     assert canonical_json_bytes(value) == _encode(value).encode()
+
+
+flat_args = st.dictionaries(
+    any_text, st.one_of(any_text, st.integers(-3, 3), st.booleans(), st.floats(-2, 2)), max_size=4
+)
+
+
+@laws
+@given(st.lists(st.tuples(st.sampled_from(["read", " Bash", "exec"]), flat_args), max_size=12))
+def test_call_signatures_from_the_memos_equal_the_computed_ones(calls: Any) -> None:
+    """However calls repeat (the call memos hit), each hashes as computed from scratch."""
+    for tool, args in calls + calls:
+        name = normalize_tool(tool)
+        assert call_signature(tool, args) == (name, name + ":" + digest(args))

@@ -88,6 +88,21 @@ def test_markers_in_keys_too_digest_as_the_walk(value: Any) -> None:
     assert _digest_key(value) == walked(value)
 
 
+@st.composite
+def span_prefix(draw: st.DrawFn) -> str:
+    """The start of a span cut anywhere, maybe followed by a character a span's id is not."""
+    whole = draw(span())
+    return whole[: draw(st.integers(0, len(whole)))] + draw(st.sampled_from(["", "z", "0", "~"]))
+
+
+@laws
+@given(st.dictionaries(st.one_of(span(), span_prefix(), plain_keys), st.integers(0, 3), max_size=5))
+def test_keys_sharing_a_spans_start_digest_as_the_walk(value: dict[str, int]) -> None:
+    """Keys cut from a span's start sort beside it as the walk sorts them (one marked key or
+    several)."""
+    assert _digest_key(value) == walked(value)
+
+
 def test_a_span_across_two_strings_is_left_as_written() -> None:
     start = '<<<EXTERNAL_UNTRUSTED_CONTENT id="0123456789abcdef">>>'
     end = '<<<END_EXTERNAL_UNTRUSTED_CONTENT id="0123456789abcdef">>>'

@@ -1,5 +1,6 @@
-"""The per-process caches of tool names and call signatures give what computing them gives,
-stay bounded, and the rule-8 result hash keeps its meaning for every text (lone surrogates)."""
+"""The per-process caches of tool names, call signatures and error keys give what computing
+them gives, stay bounded, and the rule-8 result hash keeps its meaning for every text (lone
+surrogates)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,18 @@ import pytest
 
 from loopguard_fleet.detectors import hashing
 from loopguard_fleet.detectors.canonical import canonical_json_bytes
-from loopguard_fleet.detectors.errors import InvalidEvent
+from loopguard_fleet.detectors.errors import DetectorError, InvalidEvent
 from loopguard_fleet.detectors.events import parse_event
 from loopguard_fleet.detectors.hashing import (
     args_hash,
     call_signature,
     digest,
     normalize_tool,
+    outcome_unknown_tool_name,
     result_hash,
+    unknown_tool_name,
 )
+from loopguard_fleet.detectors.outcome_facts import outcome_facts
 from loopguard_fleet.detectors.values import JSON, UNDEFINED, Outcome, ToolCall
 from tests.unit.test_canonical import revive
 
@@ -39,6 +43,11 @@ ARGS: list[Any] = [
     [],
     "plain",
 ]
+
+
+def h(canonical_text: str) -> str:
+    """SHA-256 of a canonical text written out by hand, so expectations show what is hashed."""
+    return sha256(canonical_text.encode()).hexdigest()
 
 
 def _uncached_signature(tool: str, args: Any) -> str:
@@ -86,9 +95,54 @@ def test_the_caches_stay_bounded_and_right_after_they_empty() -> None:
             "read", {"path": f"/f/{i}"}
         )
         assert normalize_tool(f"Tool{i}") == f"tool{i}"
+        assert unknown_tool_name(f"Tool t{i} not found") == f"t{i}"
+        assert result_hash("t", {}, Outcome.error(f"e{i}")) == "error:" + digest(f"e{i}")
     assert len(hashing._SIGNATURES) <= limit
+    assert len(hashing._FLAT_CALLS) <= limit
     assert len(hashing._TOOL_NAMES) <= limit
+    assert len(hashing._ERROR_NAMES) <= limit
+    assert len(hashing._ERROR_KEYS) <= limit
     assert call_signature("read", {"path": "/f/0"})[1] == args_hash("read", {"path": "/f/0"})
+
+
+def test_repeated_args_hash_as_they_did_the_first_time() -> None:
+    """The call memos (flat string args by their items, others by canonical JSON) return what
+    the computation would: string values never share an entry with the numbers and booleans
+    a tuple compares equal, and key order changes the entry, not the hash."""
+    expected = {
+        '"1"': "read:" + h('{"a":"1"}'),
+        "1": "read:" + h('{"a":1}'),
+        "1.0": "read:" + h('{"a":1}'),
+        "true": "read:" + h('{"a":true}'),
+    }
+    for _ in range(2):  # the second round hits the memos
+        assert args_hash("read", {"a": "1"}) == expected['"1"']
+        assert args_hash("read", {"a": 1}) == expected["1"]
+        assert args_hash("read", {"a": 1.0}) == expected["1.0"]
+        assert args_hash("read", {"a": True}) == expected["true"]
+        assert args_hash("READ", {"b": "x", "a": "y"}) == "read:" + h('{"a":"y","b":"x"}')
+        assert args_hash("read", {"a": "y", "b": "x"}) == "read:" + h('{"a":"y","b":"x"}')
+        assert args_hash("bash", {"command": "\ud800"}) == "exec:" + h('{"command":"\\ud800"}')
+    with pytest.raises(DetectorError, match="keys must be strings"):
+        args_hash("read", {1: "a"})  # type: ignore[dict-item]
+
+
+def test_repeated_errors_hash_and_name_as_they_did_the_first_time() -> None:
+    """The error memos: each profile keeps its own keys (2026.9 canonicalises markers)."""
+    marked = (
+        '<<<EXTERNAL_UNTRUSTED_CONTENT id="{0}">>>x<<<END_EXTERNAL_UNTRUSTED_CONTENT id="{0}">>>'
+    )
+    first, second = marked.format("a" * 16), marked.format("b" * 16)
+    canonical = marked.format("0" * 16)
+    for _ in range(2):  # the second round hits the memos
+        for text, name in (("Tool Exec not found", "exec"), ("gone", None), (first, None)):
+            outcome = Outcome.error(text)
+            assert result_hash("read", {}, outcome) == "error:" + h(json.dumps(text))
+            assert outcome_unknown_tool_name(outcome) == name
+        assert result_hash("read", {}, Outcome.error(second)) == "error:" + h(json.dumps(second))
+        for text in (first, second):
+            facts = outcome_facts("read", {}, Outcome.error(text))
+            assert facts.result_hash == "error:" + h(json.dumps(canonical))
 
 
 def test_long_tool_names_are_normalised_without_being_cached() -> None:

@@ -117,9 +117,7 @@ def normalize_tool(name: str) -> str:
     # Interned: every record of every run shares one string per tool name (~54 B a record).
     normalized = sys.intern(_TOOL_ALIASES.get(trimmed, trimmed) or "tool")
     if len(name) <= _CACHED_NAME_CHARS:
-        if len(_TOOL_NAMES) >= _CACHE_ENTRIES:
-            _TOOL_NAMES.clear()
-        _TOOL_NAMES[name] = normalized
+        remember(_TOOL_NAMES, name, normalized, _CACHE_ENTRIES)
     return normalized
 
 
@@ -161,10 +159,8 @@ def call_signature(tool: str, args: JSON | _Undefined) -> tuple[str, str]:
             # This memo shares the signature of recurring args; the canonical JSON's would only
             # hold a second entry of each.
             name = normalize_tool(tool)
-            known = name, name + ":" + sha256(canonical_json_bytes(args)).hexdigest()
-            if len(_FLAT_CALLS) >= _CACHE_ENTRIES:
-                _FLAT_CALLS.clear()
-            _FLAT_CALLS[flat] = known
+            known = name, _signature_text(name, canonical_json_bytes(args))
+            remember(_FLAT_CALLS, flat, known, _CACHE_ENTRIES)
         return known
     return _signature(tool, args)
 
@@ -178,16 +174,19 @@ def _signature(tool: str, args: JSON | _Undefined) -> tuple[str, str]:
     key = (name, body.decode()) if len(body) <= _CACHED_ARGS_BYTES else None
     signature = None if key is None else _SIGNATURES.get(key)
     if signature is None:
-        signature = name + ":" + sha256(body).hexdigest()
+        signature = _signature_text(name, body)
         if key is None:
             signature = share(signature)
         else:
             # This memo shares the signature of recurring args already; the shared memo
             # (sharing.share) would only hold a second entry of each, a unique call's too.
-            if len(_SIGNATURES) >= _CACHE_ENTRIES:
-                _SIGNATURES.clear()
-            _SIGNATURES[key] = signature
+            remember(_SIGNATURES, key, signature, _CACHE_ENTRIES)
     return name, signature
+
+
+def _signature_text(name: str, body: bytes) -> str:
+    """`<normalised tool>:<SHA-256 hex of the args' canonical JSON>` (docs/semantics.md §3)."""
+    return name + ":" + sha256(body).hexdigest()
 
 
 def args_hash(tool: str, args: JSON | _Undefined) -> str:
@@ -235,7 +234,7 @@ def outcome_text(result: JSON | _Undefined) -> str:
 
 # Error texts recur (a loop's: the same missing file, the same denied call): the tool an error
 # names (regexes) and its result key (a profile's own memo, `error_key`) are memoised by the
-# text, bounded (sharing.remember), as the call memos are.
+# text, bounded as the call memos are.
 _CACHED_ERROR_CHARS: Final = 512
 _ERROR_NAMES: dict[str, str | None] = {}
 _ERROR_KEYS: dict[str, bytes] = {}
@@ -247,7 +246,7 @@ def unknown_tool_name(error_text: str) -> str | None:
         return _ERROR_NAMES[error_text]
     name = _unknown_tool_name(error_text)
     if len(error_text) <= _CACHED_ERROR_CHARS:
-        remember(_ERROR_NAMES, error_text, name)
+        remember(_ERROR_NAMES, error_text, name, _CACHE_ENTRIES)
     return name
 
 
@@ -375,7 +374,7 @@ def error_key(memo: dict[str, bytes], text: str, digest: Callable[[str], bytes])
     if key is None:
         key = b"error:" + digest(text)
         if len(text) <= _CACHED_ERROR_CHARS:
-            remember(memo, text, key)
+            remember(memo, text, key, _CACHE_ENTRIES)
     return key
 
 

@@ -39,9 +39,11 @@ def share(s: _Shared) -> _Shared:
     return share_new(s) if shared is None else cast(_Shared, shared)
 
 
-def remember(memo: dict[_Key, _Value], key: _Key, value: _Value) -> _Value:
-    """Put `value` in a memo bounded as this one is (emptied when full) and return it."""
-    if len(memo) >= SHARED_ENTRIES:
+def remember(
+    memo: dict[_Key, _Value], key: _Key, value: _Value, entries: int = SHARED_ENTRIES
+) -> _Value:
+    """Put `value` in a memo of at most `entries` (emptied when full) and return it."""
+    if len(memo) >= entries:
         memo.clear()
     memo[key] = value
     return value

@@ -33,6 +33,7 @@ COMPILED = (
     "streams/processing/driver.py",
     "streams/processing/hot.py",
     "streams/processing/partition.py",
+    "streams/processing/policy_switch.py",
     "streams/processing/stored.py",
     "streams/wire/codec.py",
     "streams/audit/lines.py",

@@ -17,8 +17,9 @@ PER_EVENT = [
         "outcome_facts", "process", "records", "tally", "fleet.signature",
     )),
     *(f"streams.{name}" for name in (
-        "processing.driver", "processing.hot", "processing.partition", "processing.stored",
-        "wire.codec", "audit.lines", "audit.replay",
+        "processing.driver", "processing.hot", "processing.partition",
+        "processing.policy_switch", "processing.stored", "wire.codec", "audit.lines",
+        "audit.replay",
     )),
 ]  # fmt: skip
 

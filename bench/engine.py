@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.openclaw_node import openclaw_node
 from loopguard_fleet.detectors import (
     OPENCLAW_2026_9,
     Outcome,
@@ -122,8 +123,8 @@ class OpenClawEngine:
 
     def __init__(self, calls: list, enabled: bool) -> None:
         self._proc = subprocess.Popen(
-            ["node", str(OPENCLAW_ENGINE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True, cwd=REPO,
+            [openclaw_node()[0], str(OPENCLAW_ENGINE)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True, cwd=REPO,
         )  # fmt: skip
         assert self._proc.stdin is not None
         self._proc.stdin.write(json.dumps({"calls": calls, "enabled": enabled}) + "\n")
@@ -179,6 +180,7 @@ def measure(mode: str, n: int, runs: int, enabled: bool) -> dict[str, object]:
     return {
         "workload": "E",
         "engine": engine_build(),  # "compiled" with PYTHONPATH=build/compiled (make compiled)
+        "openclaw_node": openclaw_node()[1],  # the Node the module ran on (openclaw_node.py)
         "mode": mode,
         "enabled": enabled,
         "calls_per_s": {name: round(m) for name, m in med.items()},

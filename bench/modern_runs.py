@@ -38,6 +38,7 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.openclaw_node import openclaw_node  # noqa: E402
 from loopguard_fleet.config import DETECTION_ON, load_policy  # noqa: E402
 from loopguard_fleet.detectors import CONFIGURABLE, OPENCLAW_2026_9, Thresholds, engine_build  # noqa: E402
 from loopguard_fleet.detectors.runner_2026_9 import RECOVERY_EXHAUSTED  # noqa: E402
@@ -120,8 +121,8 @@ class OpenClawRuns:
 
     def __init__(self, path: Path) -> None:
         self._proc = subprocess.Popen(
-            ["node", str(OPENCLAW_RUNS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True, cwd=REPO,
+            [openclaw_node()[0], str(OPENCLAW_RUNS)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True, cwd=REPO,
         )  # fmt: skip
         assert self._proc.stdin is not None
         self._proc.stdin.write(json.dumps({"events": str(path), "out": os.devnull}) + "\n")
@@ -174,6 +175,7 @@ def measure(path: Path, runs: int) -> dict[str, Any]:
     return {
         "workload": "M",
         "engine": engine_build(),  # "compiled" with PYTHONPATH=build/compiled (make compiled)
+        "openclaw_node": openclaw_node()[1],  # the Node the module ran on (openclaw_node.py)
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "events": tallies["openclaw-module"]["events"],
         "events_per_s": {name: round(m) for name, m in med.items()},

@@ -166,7 +166,9 @@ def _detect_2026_9(
     # Rule 8's walk starts at the newest record and needs it to be of this tool: when it is
     # not, the count is 0, which warns only under a threshold of 0.
     if (history and history[-1].tool == tool) or th.warning_threshold <= 0:
-        verdict = argument_churn.check(call, *argument_churn.churn(history, tool, ahash), th)
+        # Unpacked by name: compiled, a starred call goes through the generic call protocol.
+        count, variants = argument_churn.churn(history, tool, ahash)
+        verdict = argument_churn.check(call, count, variants, th)
         if verdict is not None:
             return _live(verdict)
     if is_poll or (recent < th.warning_threshold and th.critical_threshold > 0):

@@ -66,7 +66,9 @@ def record_outcome(
         or history[-1].result_key is None
         or tally.has_open(history, ahash, th.semantics) is not False
     )
-    for i in range(len(history) - 1, -1, -1) if walk else ():
+    # No walk is an empty range: compiled, a range loop is native; a conditional iterable
+    # built a range object and iterated it generically.
+    for i in range(len(history) - 1 if walk else -1, -1, -1):
         rec = history[i]
         # Completed records first, by a slot: they are most of the window.
         if rec.result_key is not None or (tcid and rec.tool_call_id != tcid):

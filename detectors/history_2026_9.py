@@ -75,7 +75,9 @@ def _store(
         or (newest.result_key is None and (newest._rare is None or newest._rare[2] is None))
         or tally.has_open(history, ahash, th.semantics) is not False
     )
-    for i in range(len(history) - 1, -1, -1) if walk else ():
+    # No walk is an empty range: compiled, a range loop is native; a conditional iterable
+    # built a range object and iterated it generically.
+    for i in range(len(history) - 1 if walk else -1, -1, -1):
         rec = history[i]
         if rec.result_key is not None:  # completed records first, by a slot: most of the window
             continue

@@ -110,9 +110,8 @@ test-kafka-passes: kafka  ## the Kafka pass, then the secured one
 	@$(MAKE) --no-print-directory test-kafka
 	@$(MAKE) --no-print-directory test-kafka-secure
 
-# OpenClaw's published module (tests/differential pins it), for bench/engine.py's same-run baseline.
-# OpenClaw's module, and the Node it runs on in the benches (bench/openclaw_node.py): the
-# plugin's pinned one, a version OpenClaw's package supports.
+# OpenClaw's published module (tests/differential pins it), the benches' same-run baseline, and
+# the Node it runs on there (bench/openclaw_node.py): the plugin's pinned one, in OpenClaw's range.
 bench-deps:
 	@test -d tests/differential/node_modules/openclaw || (cd tests/differential && npm ci --ignore-scripts --no-audit --no-fund)
 	@test -x integrations/openclaw/node_modules/.bin/node || (cd integrations/openclaw && npm ci --no-audit --no-fund)

@@ -42,10 +42,11 @@ def _run(*argv: str) -> str:
 
 
 @cache
-def openclaw_node() -> tuple[str, str]:
-    """(path, version) of the first candidate Node that OpenClaw supports; raises if none."""
+def openclaw_node(given: str | None = None) -> tuple[str, str]:
+    """(path, version) of the first candidate Node that OpenClaw supports; raises if none.
+    `given`: the one candidate to try (a caller's own setting), before LOOPGUARD_OPENCLAW_NODE."""
     wanted = engines_range()
-    env = os.environ.get(ENV)
+    env = given or os.environ.get(ENV)
     candidates = [env] if env else [str(PLUGIN_NODE), shutil.which("node")]
     for node in candidates:
         if not node or not Path(node).exists():

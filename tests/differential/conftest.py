@@ -4,10 +4,10 @@ The session fixture runs `npm ci --ignore-scripts` here when node_modules does n
 locked `openclaw` version (CI runs the same command first; see docs/semantics.md). A missing
 `node`/`npm` fails the tests rather than skipping them.
 
-OpenClaw's runner (`dist/agent-core-*.mjs`) needs Node >= 22: `openclaw_runner` runs the driver
-with `LOOPGUARD_RUNNER_NODE`, else the plugin's pinned Node
-(`integrations/openclaw/node_modules/.bin/node`, after `npm ci` there), else `node` on PATH
-when it is recent enough; without one its tests fail, saying so.
+OpenClaw's runner (`dist/agent-core-*.mjs`) needs a recent Node: `openclaw_runner` runs the
+driver with `LOOPGUARD_RUNNER_NODE`, else the Node the benches pick (bench/openclaw_node.py: the
+plugin's pinned one after `npm ci` there, else `node` on PATH), either in the range OpenClaw's
+package declares; without one its tests fail, saying so.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
+from bench.openclaw_node import openclaw_node
+
 HERE = Path(__file__).parent
 DRIVER = HERE / "driver.mjs"
-PLUGIN_NODE = HERE.parents[1] / "integrations" / "openclaw" / "node_modules" / ".bin" / "node"
-RUNNER_NODE_MAJOR = 22
 
 
 def _locked_version() -> str:
@@ -40,22 +40,13 @@ def _installed_version() -> str | None:
     return str(json.loads(manifest.read_text())["version"])
 
 
-def _node_major(node: str) -> int:
-    done = subprocess.run([node, "--version"], capture_output=True, check=True, timeout=30)
-    return int(done.stdout.decode().strip().lstrip("v").split(".")[0])
-
-
 def _runner_node() -> str:
-    """A Node that can load OpenClaw's runner (see the module docstring)."""
-    wanted = os.environ.get("LOOPGUARD_RUNNER_NODE")
-    candidates = [wanted] if wanted else [str(PLUGIN_NODE), shutil.which("node")]
-    for node in candidates:
-        if node and Path(node).exists() and _node_major(node) >= RUNNER_NODE_MAJOR:
-            return node
-    raise AssertionError(
-        f"OpenClaw's runner needs Node >= {RUNNER_NODE_MAJOR}: set LOOPGUARD_RUNNER_NODE or run "
-        "`npm ci --no-audit --no-fund` in integrations/openclaw (it pins Node 24)"
-    )
+    """A Node that loads OpenClaw's runner: `LOOPGUARD_RUNNER_NODE`, else the benches' choice
+    (bench/openclaw_node.py: one in the range OpenClaw's package declares)."""
+    try:
+        return str(openclaw_node(os.environ.get("LOOPGUARD_RUNNER_NODE"))[0])
+    except RuntimeError as exc:
+        raise AssertionError(f"OpenClaw's runner: {exc}") from None
 
 
 @pytest.fixture(scope="session")

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -17,6 +16,8 @@ BENCH = Path(__file__).parents[2] / "bench" / "openclaw_node.py"
 
 
 def _load() -> ModuleType:
+    """A private copy of the module: its cached choice (a stub here) stays out of the one the
+    runner's tests read (conftest.py)."""
     spec = importlib.util.spec_from_file_location("bench_openclaw_node", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -27,7 +28,7 @@ def _load() -> ModuleType:
 @pytest.fixture
 def pick(
     openclaw: Callable[[dict[str, Any]], Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[[str], tuple[str, str]]]:
+) -> Callable[[str], tuple[str, str]]:
     """`openclaw_node()` with a Node that reports `version` as its own (a real Node otherwise:
     semver runs in it). `openclaw` installs the pinned module, whose range and semver it reads."""
     real = shutil.which("node")
@@ -46,8 +47,7 @@ def pick(
         module.openclaw_node.cache_clear()
         return module.openclaw_node()  # type: ignore[no-any-return]
 
-    yield choose
-    sys.modules.pop("bench_openclaw_node", None)
+    return choose
 
 
 @pytest.mark.parametrize("version", ["v24.16.0", "v24.21.0", "v26.1.0"])

@@ -4,10 +4,10 @@ The session fixture runs `npm ci --ignore-scripts` here when node_modules does n
 locked `openclaw` version (CI runs the same command first; see docs/semantics.md). A missing
 `node`/`npm` fails the tests rather than skipping them.
 
-OpenClaw's runner (`dist/agent-core-*.mjs`) needs a recent Node: `openclaw_runner` runs the
-driver with `LOOPGUARD_RUNNER_NODE`, else the Node the benches pick (bench/openclaw_node.py: the
-plugin's pinned one after `npm ci` there, else `node` on PATH), either in the range OpenClaw's
-package declares; without one its tests fail, saying so.
+Both drivers run on a Node OpenClaw supports (its runner, `dist/agent-core-*.mjs`, needs one):
+`LOOPGUARD_RUNNER_NODE`, else the Node the benches pick (bench/openclaw_node.py: the plugin's
+pinned one after `npm ci` there, else `node` on PATH), either in the range OpenClaw's package
+declares; without one the tests fail, saying so.
 """
 
 from __future__ import annotations
@@ -40,13 +40,13 @@ def _installed_version() -> str | None:
     return str(json.loads(manifest.read_text())["version"])
 
 
-def _runner_node() -> str:
-    """A Node that loads OpenClaw's runner: `LOOPGUARD_RUNNER_NODE`, else the benches' choice
+def _openclaw_node() -> str:
+    """A Node OpenClaw supports: `LOOPGUARD_RUNNER_NODE`, else the benches' choice
     (bench/openclaw_node.py: one in the range OpenClaw's package declares)."""
     try:
         return str(openclaw_node(os.environ.get("LOOPGUARD_RUNNER_NODE"))[0])
     except RuntimeError as exc:
-        raise AssertionError(f"OpenClaw's runner: {exc}") from None
+        raise AssertionError(f"OpenClaw's Node: {exc}") from None
 
 
 @pytest.fixture(scope="session")
@@ -85,12 +85,10 @@ def _asker(node: str, env: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
 @pytest.fixture(scope="session")
 def openclaw(_installed: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
     """Send one request to the driver (a fresh Node process) and return its decoded answer."""
-    node = shutil.which("node")
-    assert node
-    return _asker(node, _installed)
+    return _asker(_openclaw_node(), _installed)
 
 
 @pytest.fixture(scope="session")
 def openclaw_runner(_installed: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
-    """As `openclaw`, under a Node that loads OpenClaw's runner (`"mode": "runner"`)."""
-    return _asker(_runner_node(), _installed)
+    """As `openclaw`, for requests to OpenClaw's runner (`"mode": "runner"`)."""
+    return _asker(_openclaw_node(), _installed)

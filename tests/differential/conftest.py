@@ -84,11 +84,6 @@ def _asker(node: str, env: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
 
 @pytest.fixture(scope="session")
 def openclaw(_installed: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
-    """Send one request to the driver (a fresh Node process) and return its decoded answer."""
-    return _asker(_openclaw_node(), _installed)
-
-
-@pytest.fixture(scope="session")
-def openclaw_runner(_installed: dict[str, str]) -> Callable[[dict[str, Any]], Any]:
-    """As `openclaw`, for requests to OpenClaw's runner (`"mode": "runner"`)."""
+    """Send one request to the driver (a fresh Node process) and return its decoded answer;
+    `"mode": "runner"` asks OpenClaw's runner."""
     return _asker(_openclaw_node(), _installed)

@@ -8,7 +8,6 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 
@@ -27,10 +26,11 @@ def _load() -> ModuleType:
 
 @pytest.fixture
 def pick(
-    openclaw: Callable[[dict[str, Any]], Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    _installed: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Callable[[str], tuple[str, str]]:
     """`openclaw_node()` with a Node that reports `version` as its own (a real Node otherwise:
-    semver runs in it). `openclaw` installs the pinned module, whose range and semver it reads."""
+    semver runs in it). `_installed` installs the pinned module, whose range and semver it
+    reads; not `openclaw`, which itself needs a Node this choice accepts."""
     real = shutil.which("node")
     assert real
     stub = tmp_path / "node"

@@ -40,12 +40,10 @@ def _loopguard(events: list[dict[str, Any]]) -> tuple[int | None, str | None, di
 
 
 @pytest.mark.parametrize("seed", SEEDS, ids=[f"seed-{s}" for s in SEEDS])
-def test_the_real_runner_ends_and_notes_runs_where_loopguard_does(
-    openclaw_runner: Any, seed: int
-) -> None:
+def test_the_real_runner_ends_and_notes_runs_where_loopguard_does(openclaw: Any, seed: int) -> None:
     runs = decided_runs(seed, RUNS_PER_SEED, TH)
     request = {"mode": "runner", "streams": [{"run_id": e[0]["run_id"], "events": e} for e in runs]}
-    theirs = openclaw_runner(request)["runs"]
+    theirs = openclaw(request)["runs"]
     ended = 0
     for events, other in zip(runs, theirs, strict=True):
         at, reason, notes = _loopguard(events)

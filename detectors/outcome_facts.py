@@ -102,37 +102,102 @@ class OutcomeFacts:
 # ---- external-content markers -----------------------------------------------------------------
 
 _MARKER_START: Final = "<<<EXTERNAL_UNTRUSTED_CONTENT"
+_MARKER_END: Final = "<<<END_EXTERNAL_UNTRUSTED_CONTENT"
+_OPEN: Final = _MARKER_START + " id="
+_CLOSE: Final = _MARKER_END + " id="
 _CANONICAL_ID: Final = "0000000000000000"
-# A well-formed span, also inside JSON-escaped text: the quotes around both ids carry the same
-# run of backslashes. The body may not open another span or close one before its own end.
-# OpenClaw writes the body as `(?:(?!<<<(?:END_)?EXTERNAL_UNTRUSTED_CONTENT)[\s\S])*`, a
-# lookahead at every character; unrolled, the lookahead runs at a `<` only (the same language:
-# tests/property/test_outcome_facts_props.py), and a 10 KB page takes under half the time.
-_MARKER_SPAN: Final = re.compile(
-    r'(<<<EXTERNAL_UNTRUSTED_CONTENT id=(\\*)")([a-f0-9]{16})'
-    r'(\2">>>[^<]*(?:<(?!<<(?:END_)?EXTERNAL_UNTRUSTED_CONTENT)[^<]*)*'
-    r'<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\2")\3(\2">>>)'
-)
-_QUOTE_RUN: Final = re.compile(r'(?<!\\)\\*"')
+_ID_DIGITS: Final = frozenset("0123456789abcdef")
+_ID_LEN: Final = 16
 
-
-def _canonical_span(match: re.Match[str]) -> str:
-    escapes = len(match.group(2))
-    body = match.group(4)
-    # Only an escaping depth 0, 1, 3, 7, … is a real JSON nesting level, and every quote in the
-    # body must sit at that depth; anything else is left as written.
-    if escapes & (escapes + 1):
-        return match.group(0)
-    if any(len(q.group(0)) % (escapes + 1) for q in _QUOTE_RUN.finditer(body)):
-        return match.group(0)
-    return match.group(1) + _CANONICAL_ID + body + _CANONICAL_ID + match.group(5)
+# OpenClaw replaces every well-formed span with a regular expression (`hashToolOutcome`):
+#
+#   (<<<EXTERNAL_UNTRUSTED_CONTENT id=(\\*)")([a-f0-9]{16})
+#   (\2">>>(?:(?!<<<(?:END_)?EXTERNAL_UNTRUSTED_CONTENT)[\s\S])*
+#   <<<END_EXTERNAL_UNTRUSTED_CONTENT id=\2")\3(\2">>>)
+#
+# a lookahead at every character of the body, which Python's `re` ran at ~30 ns a character
+# (1.6 ms for a 50 KB page; docs/performance.md). The scanner below finds the same spans with
+# `str.find`: the body cannot hold either marker start, so a span's end is the first marker
+# start after its opening tag, or there is no span there. tests/property/
+# test_outcome_facts_props.py holds it to the pattern, span for span.
 
 
 def canonical_markers(text: str) -> str:
     """The text with every well-formed external-content span's nonce set to sixteen zeros."""
-    if _MARKER_START not in text:
+    start = text.find(_OPEN)
+    if start < 0:
         return text
-    return _MARKER_SPAN.sub(_canonical_span, text)
+    parts: list[str] = []
+    copied = 0  # text before this index is in `parts`
+    while start >= 0:
+        end = _span_end(text, start)
+        if end < 0:  # no span opens here: the pattern tries the next opening tag
+            start = text.find(_OPEN, start + 1)
+            continue
+        parts.append(text[copied:start])
+        parts.append(_canonical_span(text, start, end))
+        copied = end
+        start = text.find(_OPEN, end)
+    if not parts:
+        return text
+    parts.append(text[copied:])
+    return "".join(parts)
+
+
+def _span_end(text: str, start: int) -> int:
+    """Where the span whose opening tag is at `start` ends, or -1 when none is there."""
+    n = len(text)
+    i = start + len(_OPEN)
+    j = i
+    while j < n and text[j] == "\\":
+        j += 1
+    escapes = j - i  # the quotes' backslashes: the span's JSON nesting depth, as written
+    if j >= n or text[j] != '"':
+        return -1
+    ident = text[j + 1 : j + 1 + _ID_LEN]
+    if len(ident) != _ID_LEN or not all(c in _ID_DIGITS for c in ident):
+        return -1
+    quote = text[i : j + 1]  # the backslashes and the quote, as every tag of the span has them
+    after_id = j + 1 + _ID_LEN
+    if not text.startswith(quote + ">>>", after_id):
+        return -1
+    body = after_id + escapes + 4
+    # The body may not open another span: its end comes before the next opening tag. (Each
+    # try reads the text up to the next opening tag at most, so the scan stays linear.)
+    opened = text.find(_MARKER_START, body)
+    close = text.find(_MARKER_END, body, n if opened < 0 else opened)
+    if close < 0:
+        return -1
+    tail = _CLOSE + quote + ident + quote + ">>>"
+    return close + len(tail) if text.startswith(tail, close) else -1
+
+
+def _canonical_span(text: str, start: int, end: int) -> str:
+    """The span `text[start:end]` with both ids canonical, unless its quotes say it is not a
+    real JSON nesting level: a depth of 0, 1, 3, 7, … backslashes, and every quote in the
+    span from its first id on escaped to that depth (OpenClaw's replacement callback)."""
+    i = start + len(_OPEN)
+    j = text.index('"', i)
+    escapes = j - i
+    if escapes & (escapes + 1):
+        return text[start:end]
+    first = j + 1 + _ID_LEN  # the part OpenClaw checks: from after the first id ...
+    last = end - _ID_LEN - escapes - 4  # ... to the second id
+    q = text.find('"', first, last)
+    while q >= 0:
+        k = q
+        while k > first and text[k - 1] == "\\":
+            k -= 1
+        if (q - k + 1) % (escapes + 1):
+            return text[start:end]
+        q = text.find('"', q + 1, last)
+    return (
+        text[start : j + 1]
+        + _CANONICAL_ID
+        + text[first:last]
+        + _CANONICAL_ID
+        + text[last + _ID_LEN : end]
+    )
 
 
 # JSON's leaves but null, as a tuple built once (`isinstance(x, a | b)` builds its union a call).

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from loopguard_fleet.detectors.canonical import canonical_json_bytes
 from loopguard_fleet.detectors.outcome_facts import (
     _D,
-    _MARKER_SPAN,
     _S,
     _UNITS,
     _VOLATILE,
@@ -22,6 +21,7 @@ from loopguard_fleet.detectors.outcome_facts import (
     _ci,
     _digest_key,
     _marker_json,
+    canonical_markers,
     failure_shape,
 )
 
@@ -113,27 +113,64 @@ def test_a_span_across_two_strings_is_left_as_written() -> None:
     assert _digest_key(inside) == walked(inside) != sha256(canonical_json_bytes(inside)).digest()
 
 
-# The span pattern as `hashToolOutcome` writes it (dist/tool-loop-detection-*.mjs of
-# openclaw@2026.9.6): a lookahead at every character of the body.
+# The span pattern and its replacement as `hashToolOutcome` writes them
+# (dist/tool-loop-detection-*.mjs of openclaw@2026.9.6): a lookahead at every character of the
+# body, and a callback that leaves a span whose quotes are not one real JSON nesting level.
 OPENCLAW_SPAN = re.compile(
     r'(<<<EXTERNAL_UNTRUSTED_CONTENT id=(\\*)")([a-f0-9]{16})'
     r'(\2">>>(?:(?!<<<(?:END_)?EXTERNAL_UNTRUSTED_CONTENT)[\s\S])*'
     r'<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\2")\3(\2">>>)'
 )
+OPENCLAW_QUOTE = re.compile(r'(?<!\\)\\*"')
+
+
+def openclaws_replacement(match: re.Match[str]) -> str:
+    start, escapes, _id, middle, end = match.groups()
+    depth = len(escapes)
+    if depth & (depth + 1) or any(
+        len(q.group(0)) % (depth + 1) for q in OPENCLAW_QUOTE.finditer(middle)
+    ):
+        return match.group(0)
+    return start + "0000000000000000" + middle + "0000000000000000" + end
+
+
 # Pieces of the markers, so that a body holds `<` runs that almost open or close a span.
 near_markers = st.sampled_from(
     ["<", "<<", "<<<", "<<<END_", "<<<EXTERNAL_UNTRUSTED_CONTEN", "<<<EXTERNAL_UNTRUSTED_CONTENT",
-     "<<<END_EXTERNAL_UNTRUSTED_CONTENT", "<<EXTERNAL_UNTRUSTED_CONTENT", ">>>", "x"]
+     "<<<END_EXTERNAL_UNTRUSTED_CONTENT", "<<EXTERNAL_UNTRUSTED_CONTENT", ">>>", "x",
+     "<<<EXTERNAL_UNTRUSTED_CONTENT id=", "<<<END_EXTERNAL_UNTRUSTED_CONTENT id=",
+     "0123456789abcde"]
 )  # fmt: skip
 
 
 @laws
 @given(st.lists(st.one_of(pieces, near_markers, marker(), span()), max_size=8).map("".join))
-def test_the_span_pattern_matches_as_openclaws(text: str) -> None:
-    def found(pattern: re.Pattern[str]) -> list[tuple[tuple[int, int], tuple[str | Any, ...]]]:
-        return [(m.span(), m.groups()) for m in pattern.finditer(text)]
+def test_markers_are_canonicalised_as_openclaws_pattern_does(text: str) -> None:
+    assert canonical_markers(text) == OPENCLAW_SPAN.sub(openclaws_replacement, text)
 
-    assert found(_MARKER_SPAN) == found(OPENCLAW_SPAN)
+
+def test_a_span_is_canonicalised_at_every_depth_its_quotes_allow() -> None:
+    def span(q: str, body: str) -> str:
+        return (
+            f"<<<EXTERNAL_UNTRUSTED_CONTENT id={q}0123456789abcdef{q}>>>{body}"
+            f"<<<END_EXTERNAL_UNTRUSTED_CONTENT id={q}0123456789abcdef{q}>>>"
+        )
+
+    zeros = "0000000000000000"
+    assert canonical_markers(span('"', 'a "b"')) == span('"', 'a "b"').replace(
+        "0123456789abcdef", zeros
+    )
+    # One level deeper, a bare quote in the body is not at the span's depth: left as written.
+    assert canonical_markers(span('\\"', 'a \\"b\\"')).count(zeros) == 2
+    assert canonical_markers(span('\\"', 'a "b"')) == span('\\"', 'a "b"')
+    assert canonical_markers(span('\\\\"', "x")) == span('\\\\"', "x")  # depth 2: none
+    # A body that opens another span ends this one's chance; the inner span is canonicalised.
+    inner = span('"', "y")
+    text = '<<<EXTERNAL_UNTRUSTED_CONTENT id="fedcba9876543210">>>x' + inner
+    assert canonical_markers(text) == text.replace("0123456789abcdef", zeros)
+    # An opening tag with no span after it: the next one right behind it is still tried.
+    text = "<<<EXTERNAL_UNTRUSTED_CONTENT id=" + inner
+    assert canonical_markers(text) == text.replace("0123456789abcdef", zeros)
 
 
 # OpenClaw's VOLATILE_EXEC_FAILURE_PATTERNS (dist/tool-loop-detection-*.mjs of

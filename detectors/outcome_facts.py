@@ -183,7 +183,7 @@ def _canonical_span(text: str, start: int, end: int) -> str:
         return text[start:end]
     first = j + 1 + _ID_LEN  # the part OpenClaw checks: from after the first id ...
     last = end - _ID_LEN - escapes - 4  # ... to the second id
-    q = text.find('"', first, last)
+    q = text.find('"', first, last) if escapes else -1  # at depth 0 every quote is at it
     while q >= 0:
         k = q
         while k > first and text[k - 1] == "\\":

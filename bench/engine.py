@@ -42,6 +42,15 @@ REPO = Path(__file__).resolve().parents[1]
 OPENCLAW_ENGINE = REPO / "bench" / "openclaw_engine.mjs"
 PAD = "x" * 200
 BURST_KINDS = [0, 4, 6, 8, 9]
+PAGE_KIND = 10
+# A fetched page as OpenClaw wraps it (markup, quotes, `<`), ~20 KB: `pages` calls carry one
+# each, in new markers every time, so the 2026.9 profile canonicalises every outcome's markers.
+PAGE = "".join(
+    f'<div class="row" id="r{k}"><a href="/item/{k}">Item {k}</a> <span>"quoted" a<b</span></div>\n'
+    for k in range(250)
+)
+PAGE_URLS = 3  # the same pages again and again: a fetch loop
+PAGES_PER_CALLS = 50  # `pages` runs n / 50 calls: each holds ~20 KB where the others hold ~0.3
 
 
 def kind(mode: str, i: int) -> int:
@@ -52,11 +61,21 @@ def kind(mode: str, i: int) -> int:
         return i % 10
     if mode == "identical":
         return 9
+    if mode == "pages":
+        return PAGE_KIND
     return BURST_KINDS[((i % 1000) // 25) % 5]
 
 
 def make_call(r: int, i: int) -> tuple[str, object, object]:
     """(tool, args, result) of call i of kind r."""
+    if r == PAGE_KIND:
+        nonce = f"{i:016x}"
+        text = (
+            f'<<<EXTERNAL_UNTRUSTED_CONTENT id="{nonce}">>>{PAGE}'
+            f'<<<END_EXTERNAL_UNTRUSTED_CONTENT id="{nonce}">>>'
+        )
+        url = f"https://example.com/{i % PAGE_URLS}"
+        return "web_fetch", {"url": url}, _res(text, {"status": 200})
     if r <= 3:
         return "read", {"path": f"/f/{i}.txt"}, _res(f"c{i} {PAD}", {"ok": True})
     if r <= 5:
@@ -203,6 +222,7 @@ def main() -> None:
     n = 10_000 if a.quick else 100_000
     for mode in ("unique", "mixed", "identical", "bursts"):
         print(json.dumps(measure(mode, n, a.runs, True)), flush=True)
+    print(json.dumps(measure("pages", n // PAGES_PER_CALLS, a.runs, True)), flush=True)
     print(json.dumps(measure("mixed", n, a.runs, False)), flush=True)
 
 

@@ -135,6 +135,13 @@ def _flat_key(tool: str, args: JSON | _Undefined) -> tuple[str, ...] | None:
     """(tool, key, value, …) of args that are an object of a few short strings, else None."""
     if type(args) is not dict or len(args) > _FLAT_ARGS_KEYS:
         return None
+    if len(args) == 1:  # most calls (a path, a command, a URL): the tuple built at once
+        for key, value in cast("dict[object, object]", args).items():
+            if type(value) is not str or type(key) is not str:
+                return None
+            if len(tool) + len(key) + len(value) > _CACHED_ARGS_BYTES:
+                return None
+            return (tool, key, value)
     flat = [tool]
     size = len(tool)
     # Read untyped: compiled, a typed loop would check each key and value as it takes them
@@ -186,7 +193,7 @@ def _signature(tool: str, args: JSON | _Undefined) -> tuple[str, str]:
 
 def _signature_text(name: str, body: bytes) -> str:
     """`<normalised tool>:<SHA-256 hex of the args' canonical JSON>` (docs/semantics.md §3)."""
-    return name + ":" + sha256(body).hexdigest()
+    return f"{name}:{sha256(body).hexdigest()}"  # compiled, one string built, not two
 
 
 def args_hash(tool: str, args: JSON | _Undefined) -> str:

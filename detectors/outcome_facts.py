@@ -116,7 +116,7 @@ _ID_LEN: Final = 16
 #   <<<END_EXTERNAL_UNTRUSTED_CONTENT id=\2")\3(\2">>>)
 #
 # a lookahead at every character of the body, which Python's `re` ran at ~30 ns a character
-# (1.6 ms for a 50 KB page; docs/performance.md). The scanner below finds the same spans with
+# (1.3 ms for a 50 KB page; docs/performance.md). The scanner below finds the same spans with
 # `str.find`: the body cannot hold either marker start, so a span's end is the first marker
 # start after its opening tag, or there is no span there. tests/property/
 # test_outcome_facts_props.py holds it to the pattern, span for span.
@@ -130,12 +130,12 @@ def canonical_markers(text: str) -> str:
     parts: list[str] = []
     copied = 0  # text before this index is in `parts`
     while start >= 0:
-        end = _span_end(text, start)
+        end, escapes = _span_end(text, start)
         if end < 0:  # no span opens here: the pattern tries the next opening tag
             start = text.find(_OPEN, start + 1)
             continue
         parts.append(text[copied:start])
-        parts.append(_canonical_span(text, start, end))
+        parts.append(_canonical_span(text, start, end, escapes))
         copied = end
         start = text.find(_OPEN, end)
     if not parts:
@@ -144,8 +144,9 @@ def canonical_markers(text: str) -> str:
     return "".join(parts)
 
 
-def _span_end(text: str, start: int) -> int:
-    """Where the span whose opening tag is at `start` ends, or -1 when none is there."""
+def _span_end(text: str, start: int) -> tuple[int, int]:
+    """Where the span whose opening tag is at `start` ends (-1 when none is there), and the
+    backslashes before its quotes."""
     n = len(text)
     i = start + len(_OPEN)
     j = i
@@ -153,32 +154,31 @@ def _span_end(text: str, start: int) -> int:
         j += 1
     escapes = j - i  # the quotes' backslashes: the span's JSON nesting depth, as written
     if j >= n or text[j] != '"':
-        return -1
+        return -1, escapes
     ident = text[j + 1 : j + 1 + _ID_LEN]
     if len(ident) != _ID_LEN or not all(c in _ID_DIGITS for c in ident):
-        return -1
+        return -1, escapes
     quote = text[i : j + 1]  # the backslashes and the quote, as every tag of the span has them
     after_id = j + 1 + _ID_LEN
     if not text.startswith(quote + ">>>", after_id):
-        return -1
+        return -1, escapes
     body = after_id + escapes + 4
     # The body may not open another span: its end comes before the next opening tag. (Each
     # try reads the text up to the next opening tag at most, so the scan stays linear.)
     opened = text.find(_MARKER_START, body)
     close = text.find(_MARKER_END, body, n if opened < 0 else opened)
     if close < 0:
-        return -1
+        return -1, escapes
     tail = _CLOSE + quote + ident + quote + ">>>"
-    return close + len(tail) if text.startswith(tail, close) else -1
+    return (close + len(tail) if text.startswith(tail, close) else -1), escapes
 
 
-def _canonical_span(text: str, start: int, end: int) -> str:
-    """The span `text[start:end]` with both ids canonical, unless its quotes say it is not a
-    real JSON nesting level: a depth of 0, 1, 3, 7, … backslashes, and every quote in the
-    span from its first id on escaped to that depth (OpenClaw's replacement callback)."""
-    i = start + len(_OPEN)
-    j = text.index('"', i)
-    escapes = j - i
+def _canonical_span(text: str, start: int, end: int, escapes: int) -> str:
+    """The span `text[start:end]`, its quotes after `escapes` backslashes, with both ids
+    canonical, unless its quotes say it is not a real JSON nesting level: a depth of 0, 1, 3,
+    7, … backslashes, and every quote in the span from its first id on escaped to that depth
+    (OpenClaw's replacement callback)."""
+    j = start + len(_OPEN) + escapes  # the quote before the first id
     if escapes & (escapes + 1):
         return text[start:end]
     first = j + 1 + _ID_LEN  # the part OpenClaw checks: from after the first id ...

@@ -50,7 +50,7 @@ PAGE = "".join(
     for k in range(250)
 )
 PAGE_URLS = 3  # the same pages again and again: a fetch loop
-PAGES_PER_CALLS = 50  # `pages` runs n / 50 calls: each holds ~20 KB where the others hold ~0.3
+PAGE_CALLS_DIVISOR = 50  # `pages` runs n / 50 calls: each holds ~20 KB where the others hold ~0.3
 
 
 def kind(mode: str, i: int) -> int:
@@ -222,7 +222,7 @@ def main() -> None:
     n = 10_000 if a.quick else 100_000
     for mode in ("unique", "mixed", "identical", "bursts"):
         print(json.dumps(measure(mode, n, a.runs, True)), flush=True)
-    print(json.dumps(measure("pages", n // PAGES_PER_CALLS, a.runs, True)), flush=True)
+    print(json.dumps(measure("pages", n // PAGE_CALLS_DIVISOR, a.runs, True)), flush=True)
     print(json.dumps(measure("mixed", n, a.runs, False)), flush=True)
 
 

@@ -72,10 +72,9 @@ from loopguard_fleet.streams.processing.metrics import VERDICT_STAGES  # noqa: E
 PARTITIONS = 4
 RUNS = 1000
 RATE = 1000
-# Each side's unmeasured first seconds. Brokers and clients just started answer slower for
-# about a minute, on both sides (after a 10 s warm-up a first window's p99 was up to 4.5 x
-# the relay's later ones and 6.8 x the worker's; docs/performance.md, "How each benchmark
-# works"): 40 s keeps that start-up out of the windows, which measure the steady state.
+# Each side's unmeasured first seconds: brokers and clients just started answer slower, on
+# both sides, and 40 s keeps that start-up out of the windows, which measure the steady state
+# (the measurement: docs/performance.md, "How each benchmark works").
 WARMUP_S = 40.0
 POLICY = {"tools": {"loopDetection": {"enabled": True}}}
 

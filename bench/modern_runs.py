@@ -44,6 +44,7 @@ from loopguard_fleet.detectors import CONFIGURABLE, OPENCLAW_2026_9, Thresholds,
 from loopguard_fleet.detectors.runner_2026_9 import RECOVERY_EXHAUSTED  # noqa: E402
 from loopguard_fleet.streams.audit.inputs import FileInput  # noqa: E402
 from loopguard_fleet.streams.audit.replay_jobs import ReplaySpec, replay_local  # noqa: E402
+from loopguard_fleet.streams.collector import batch_collector  # noqa: E402
 from tests.differential.streams import decided_runs  # noqa: E402
 
 OPENCLAW_RUNS = REPO / "bench" / "openclaw_runs.mjs"
@@ -198,9 +199,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="loopguard-bench-m-") as tmp:
         path = Path(tmp) / "events.jsonl"
         write_events(path, 200 if a.quick else 2_000)
-        # The generator's objects are gone; the collector starts from this process's own heap.
+        # The generator's objects are gone; the collector starts from this process's own heap,
+        # set as `loopguard replay` sets it (streams/collector.py).
         gc.collect()
-        print(json.dumps(measure(path, a.runs)), flush=True)
+        with batch_collector():
+            result = measure(path, a.runs)
+        print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

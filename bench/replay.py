@@ -8,7 +8,7 @@ Figures, one JSON line each, every one with its same-run baseline:
   baseline: the engine alone (parse_event + process_event over lines decoded beforehand);
 - replay_cli_events_per_s: the same as `loopguard replay FILE` runs for a user, a process of
   its own timed from start to exit (the replay before each compare, below); the in-process
-  figure above pays for this bench's own heap in the cyclic collector's passes;
+  figure above runs with the command's collector settings, beside this bench's own heap;
 - replay_jobs_N_events_per_s for N up to the cores present, baseline N × the --jobs 1 figure;
 - compare_seconds (`loopguard compare`, criticalThreshold 20 vs 12), baseline: `loopguard
   replay` of the same file run right before each (both as processes of their own; the
@@ -56,6 +56,7 @@ from loopguard_fleet.config import load_policy  # noqa: E402
 from loopguard_fleet.detectors import RunState, parse_event, process_event  # noqa: E402
 from loopguard_fleet.streams.audit.inputs import FileInput  # noqa: E402
 from loopguard_fleet.streams.audit.replay_jobs import ReplaySpec, replay_local, replay_sharded  # noqa: E402
+from loopguard_fleet.streams.collector import batch_collector  # noqa: E402
 
 TTL_MS = 1_800_000  # the CLI's default --idle-ttl
 CANDIDATE = {"tools": {"loopDetection": {"enabled": True, "criticalThreshold": 12}}}
@@ -138,7 +139,14 @@ def _replay_run(
     spec: ReplaySpec, path: Path, jobs: int
 ) -> tuple[float, float, dict[str, list[float]]]:
     """(events/s, CPU µs per event of this process and the shards, where the time went) of
-    one replay."""
+    one replay, with the collector set as `loopguard replay` sets it."""
+    with batch_collector():
+        return _replay_timed(spec, path, jobs)
+
+
+def _replay_timed(
+    spec: ReplaySpec, path: Path, jobs: int
+) -> tuple[float, float, dict[str, list[float]]]:
     where = _Where()
     start, cpu = time.perf_counter(), _cpu_s()
     items = FileInput(str(path))

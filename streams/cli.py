@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import importlib.metadata
 import logging
 import os
@@ -56,6 +57,7 @@ from loopguard_fleet.streams.cli_errors import (
     CliError,
     describe,
 )
+from loopguard_fleet.streams.collector import batch_collector
 from loopguard_fleet.streams.otlp.options import AUDIT_OPTIONS, OtlpOptions
 
 if TYPE_CHECKING:
@@ -277,6 +279,18 @@ def _broker(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _offline(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """`command` run with the collector set for an offline command (streams/collector.py)."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        with batch_collector():
+            return command(args)
+
+    return run
+
+
+@_offline
 def cmd_replay(args: argparse.Namespace) -> int:
     """Run the engine offline over recorded events and print the decisions."""
     from loopguard_fleet.streams.audit.progress import TICK_EVERY, Progress
@@ -329,6 +343,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@_offline
 def cmd_explain(args: argparse.Namespace) -> int:
     """Print one run's timeline: every call, its hashes, the counts the rules saw, decisions."""
     from loopguard_fleet.streams.audit.explain import explain_run, render_json, render_table
@@ -348,6 +363,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@_offline
 def cmd_compare(args: argparse.Namespace) -> int:
     """Replay two policies over the same history and report what the candidate changes."""
     from loopguard_fleet.streams.audit.compare import compare, compare_shadow, render_summary

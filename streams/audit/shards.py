@@ -28,6 +28,7 @@ from loopguard_fleet.streams.audit.replay import (
     event_time_ms,
     rendered,
 )
+from loopguard_fleet.streams.collector import set_batch_thresholds
 from loopguard_fleet.streams.processing.policy_switch import EVERY_POLICY_TOPIC, SWITCH_TYPE
 from loopguard_fleet.streams.wire.codec import InputRejected, decode_object
 
@@ -153,9 +154,11 @@ class Sender(threading.Thread):
 
 
 def child_start(parent_ends: tuple[Connection, ...]) -> None:
-    """A shard's first step: ignore Ctrl-C (the parent stops us) and close the parent's pipe
-    ends a fork copied here, so that the parent closing them is seen (EOF, a broken pipe)."""
+    """A shard's first step: ignore Ctrl-C (the parent stops us), take the offline collector
+    settings (a spawned shard does not inherit them) and close the parent's pipe ends a fork
+    copied here, so that the parent closing them is seen (EOF, a broken pipe)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    set_batch_thresholds()
     for conn in parent_ends:
         conn.close()
 

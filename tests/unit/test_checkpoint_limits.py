@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
-import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,7 @@ from loopguard_fleet.streams.processing.metrics import Metrics
 from loopguard_fleet.streams.processing.outbox import OutputLost
 from loopguard_fleet.streams.processing.stored import decode_stored
 from loopguard_fleet.streams.wire.codec import run_key
-from loopguard_fleet.streams.worker.agent import RunProcessor, freeze_startup_heap
+from loopguard_fleet.streams.worker.agent import RunProcessor
 from tests.unit.faust_rig import TOPIC, TP0, Rig, build_rig, turns
 
 POLICY = load_policy({"tools": {"loopDetection": {"enabled": True}}})
@@ -268,28 +266,3 @@ async def test_a_record_not_delivered_stops_the_commit(worker: Worker) -> None:
     with pytest.raises(OutputLost):
         await worker.rig.consumer.commit()
     assert worker.committed() == []
-
-
-class Cycle:
-    """An object in a reference cycle: only the cyclic collector frees it."""
-
-    def __init__(self) -> None:
-        self.me = self
-
-
-def test_the_startup_heap_is_collected_then_frozen_out_of_later_collections() -> None:
-    garbage, kept = Cycle(), Cycle()
-    gone = weakref.ref(garbage)
-    del garbage
-    try:
-        freeze_startup_heap()
-        frozen = gc.get_freeze_count()
-        # Collected first (not frozen with the rest), the live one frozen: a full collection
-        # no longer scans it.
-        assert (gone(), frozen > 0, any(o is kept for o in gc.get_objects())) == (
-            None,
-            True,
-            False,
-        )
-    finally:
-        gc.unfreeze()

@@ -4,6 +4,7 @@ offline commands' rarer scans, and the premise of both, that detection makes no 
 from __future__ import annotations
 
 import gc
+import importlib
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ import orjson
 import pytest
 
 from loopguard_fleet.config import DETECTION_ON, load_policy
-from loopguard_fleet.detectors import SEMANTICS, Thresholds
+from loopguard_fleet.detectors import OPENCLAW_2026_9, SEMANTICS, Thresholds
 from loopguard_fleet.streams.audit.replay import Rejected, Replayer, replay_lines
 from loopguard_fleet.streams.cli import main
 from loopguard_fleet.streams.collector import (
@@ -32,11 +33,11 @@ class Cycle:
 
 
 @pytest.fixture
-def thresholds() -> Iterator[tuple[int, int, int]]:
+def thresholds() -> Iterator[None]:
     """The test process's thresholds, put back after the test whatever it did."""
     before = gc.get_threshold()
     try:
-        yield before
+        yield
     finally:
         gc.set_threshold(*before)
 
@@ -60,7 +61,7 @@ def test_the_startup_heap_is_collected_then_frozen_out_of_later_collections() ->
 
 
 def test_an_offline_command_s_thresholds_hold_within_and_the_caller_s_after(
-    thresholds: tuple[int, int, int],
+    thresholds: None,
 ) -> None:
     gc.set_threshold(700, 10, 10)
     with batch_collector():
@@ -70,7 +71,7 @@ def test_an_offline_command_s_thresholds_hold_within_and_the_caller_s_after(
 
 
 def test_the_caller_s_thresholds_come_back_when_the_command_fails(
-    thresholds: tuple[int, int, int],
+    thresholds: None,
 ) -> None:
     gc.set_threshold(500, 5, 5)
     with pytest.raises(RuntimeError), batch_collector():
@@ -81,7 +82,7 @@ def test_the_caller_s_thresholds_come_back_when_the_command_fails(
 def _lines(seed: int) -> list[bytes]:
     """Generated modern runs (every 2026.9 rule, vetoes, exec failures) as JSON lines, and
     lines a replay rejects."""
-    th = Thresholds(enabled=True, semantics="openclaw-2026.9", channel_tools=frozenset())
+    th = Thresholds(enabled=True, semantics=OPENCLAW_2026_9, channel_tools=frozenset())
     lines = [orjson.dumps(ev) for run in decided_runs(seed, 12, th) for ev in run]
     return [*lines, b"not json", b'{"type": "tool_call"}', b"[1, 2]", lines[0]]
 
@@ -103,12 +104,6 @@ def test_replaying_makes_no_reference_cycles(semantics: str) -> None:
     assert (found, rejected, len(out) > rejected) == (0, 3, True)
 
 
-def _trace(tmp_path: Path) -> Path:
-    path = tmp_path / "trace.jsonl"
-    path.write_bytes(b"\n".join(_lines(7)) + b"\n")
-    return path
-
-
 @pytest.mark.parametrize(
     ("command", "module", "name"),
     [
@@ -123,11 +118,9 @@ def test_offline_commands_run_with_the_batch_thresholds_and_leave_the_caller_s(
     name: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    thresholds: tuple[int, int, int],
+    thresholds: None,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import importlib
-
     target = importlib.import_module(module)
     real = getattr(target, name)
     seen: list[tuple[int, int, int]] = []
@@ -137,11 +130,14 @@ def test_offline_commands_run_with_the_batch_thresholds_and_leave_the_caller_s(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(target, name, spy)
-    trace = str(_trace(tmp_path))
+    lines = _lines(7)
+    trace = tmp_path / "trace.jsonl"
+    trace.write_bytes(b"\n".join(lines) + b"\n")
+    first_run = str(orjson.loads(lines[0])["run_id"])
     argv = {
-        "replay": ["replay", trace, "--quiet"],
-        "compare": ["compare", trace, "--candidate", str(_candidate(tmp_path))],
-        "explain": ["explain", _first_run(tmp_path), trace],
+        "replay": ["replay", str(trace), "--quiet"],
+        "compare": ["compare", str(trace), "--candidate", str(_candidate(tmp_path))],
+        "explain": ["explain", first_run, str(trace)],
     }[command]
     gc.set_threshold(600, 9, 9)
     code = main(argv)
@@ -154,7 +150,3 @@ def _candidate(tmp_path: Path) -> Path:
     doc = {"tools": {"loopDetection": {"enabled": True, "criticalThreshold": 12}}}
     path.write_bytes(orjson.dumps(doc))
     return path
-
-
-def _first_run(tmp_path: Path) -> str:
-    return str(orjson.loads(_lines(7)[0])["run_id"])

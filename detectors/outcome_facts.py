@@ -10,6 +10,7 @@ outcome. Rules are in docs/semantics.md ("openclaw-2026.9: outcome facts").
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -374,6 +375,7 @@ _VOLATILE: Final = (
 )
 
 _ASCII_DIGIT: Final = re.compile(_D)
+_INFINITY: Final = math.inf  # a constant: `float("inf")` parsed its text at every call
 
 
 def failure_shape(output: str) -> str:
@@ -404,7 +406,9 @@ def _terminal_identity(details: Mapping[str, JSON], exec_outcome: dict[str, JSON
     if status not in ("completed", "failed") or not _is_number(exit_code):
         return None
     assert isinstance(exit_code, int | float)
-    if exit_code != exit_code or exit_code in (float("inf"), float("-inf")) or exit_code == 0:
+    # NaN, ±Infinity and 0 are no failure; `abs`, not `math.isinf`: an int past the float range
+    # compares, where isinf would raise.
+    if exit_code != exit_code or abs(exit_code) == _INFINITY or exit_code == 0:
         return None
     output = exec_outcome["output"]
     if details.get("timedOut") is True or not isinstance(output, str) or output == "":

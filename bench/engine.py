@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.openclaw_node import openclaw_node
+from bench.python_build import python_build
 from loopguard_fleet.detectors import (
     OPENCLAW_2026_9,
     Outcome,
@@ -199,6 +200,7 @@ def measure(mode: str, n: int, runs: int, enabled: bool) -> dict[str, object]:
     return {
         "workload": "E",
         "engine": engine_build(),  # "compiled" with PYTHONPATH=build/compiled (make compiled)
+        "python": python_build(),  # the interpreter LoopGuard ran on (python_build.py)
         "openclaw_node": openclaw_node()[1],  # the Node the module ran on (openclaw_node.py)
         "mode": mode,
         "enabled": enabled,

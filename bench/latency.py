@@ -62,6 +62,7 @@ from bench.brokers import (  # noqa: E402
     security,
     worker_env,
 )
+from bench.python_build import python_build  # noqa: E402
 from bench.variants import parse_variant  # noqa: E402
 from loopguard_fleet.streams.embedded.child import free_port  # noqa: E402
 from loopguard_fleet.streams.embedded.processes import stop_process  # noqa: E402
@@ -452,6 +453,7 @@ def _report(
         "lost_per_run": _lost(w),
         "baseline_lost_per_run": _lost(r),
         "broker": broker,
+        "python": python_build(),  # worker's and relay's interpreter (python_build.py)
         "background_load": background,
         "loadavg_1m_per_window": load,
         # The target's tail check: no window's p99 above 3 x the relay's in the same window.

@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.openclaw_node import openclaw_node  # noqa: E402
+from bench.python_build import python_build  # noqa: E402
 from loopguard_fleet.config import DETECTION_ON, load_policy  # noqa: E402
 from loopguard_fleet.detectors import CONFIGURABLE, OPENCLAW_2026_9, Thresholds, engine_build  # noqa: E402
 from loopguard_fleet.detectors.runner_2026_9 import RECOVERY_EXHAUSTED  # noqa: E402
@@ -176,6 +177,7 @@ def measure(path: Path, runs: int) -> dict[str, Any]:
     return {
         "workload": "M",
         "engine": engine_build(),  # "compiled" with PYTHONPATH=build/compiled (make compiled)
+        "python": python_build(),  # the interpreter LoopGuard ran on (python_build.py)
         "openclaw_node": openclaw_node()[1],  # the Node the module ran on (openclaw_node.py)
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "events": tallies["openclaw-module"]["events"],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -215,6 +216,7 @@ def up_main(settings: Settings, demo: bool, runs: int = 50, broker_kind: str = "
     log_path = data_dir / "worker.log"
     topics = Topics(settings.topic_tool_calls, settings.topic_compactions, settings.topic_control)
     proc = None
+    stopped = False  # by the user (Ctrl-C, SIGTERM), not by a failure
     try:
         if not external:
             try:
@@ -256,10 +258,21 @@ def up_main(settings: Settings, demo: bool, runs: int = 50, broker_kind: str = "
     except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM during the demo
         _ignore_stop_signals()  # before the line that tells the user a second Ctrl-C is moot
         print("\nstopping…", flush=True)
+        stopped = True
     finally:
         _ignore_stop_signals()
-        if proc is not None:
-            stop_process(proc, timeout=20)
+        worker_code = 0 if proc is None else stop_process(proc, timeout=20)
         if broker is not None:
             broker.stop()
+        _leave_data_dir(data_dir, log_path, kept=not stopped or worker_code != 0)
     return 0
+
+
+def _leave_data_dir(data_dir: Path, log_path: Path, kept: bool) -> None:
+    """Remove `up`'s data directory after a clean stop; after a failure keep it, for its log."""
+    # It holds the worker's store, which is only valid against the broker `up` just stopped
+    # (each `up` makes a new one), the policy file `up` wrote, and the worker's log.
+    if kept and log_path.exists():
+        print(f"log      kept: {log_path}", flush=True)
+    else:
+        shutil.rmtree(data_dir, ignore_errors=True)

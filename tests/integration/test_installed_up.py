@@ -18,7 +18,7 @@ def test_the_installed_up_demo_blocks_and_stops_on_ctrl_c(
     installed: Installed, tmp_path: Path
 ) -> None:
     kind = broker_kind()  # `up` has no secured mode: not in that pass (Makefile NO_SECURE)
-    # TMPDIR: `up` keeps its data directory (log, policy) when it stops.
+    # TMPDIR: the test sees that `up` leaves no directory behind.
     env = installed.env(XDG_CACHE_HOME=str(tmp_path / "cache"), TMPDIR=str(tmp_path))
     argv = [str(installed.bin / "loopguard"), "up", "--demo", "--runs", "20", "--broker", kind]
     printed = up_demo_until_blocks_then_stop(argv, env, signal.SIGINT, cwd=tmp_path)

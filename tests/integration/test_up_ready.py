@@ -57,3 +57,4 @@ def test_first_verdict_after_up_prints_ready_is_the_workers(tmp_path: Path) -> N
         proc.wait(timeout=60)
         proc.stdout.close()
     assert proc.returncode == 0
+    assert not list(tmp_path.glob("loopguard-*"))  # a clean stop removes its data directory

@@ -24,7 +24,7 @@ DEADLINE_S = 90.0
 
 def up_env(tmp_path: Path) -> dict[str, str]:
     """The environment of an `up` a test starts: none of the test run's LOOPGUARD_ settings,
-    and TMPDIR in the test's directory (`up` keeps its data directory when it stops)."""
+    and TMPDIR in the test's directory, where the test sees what `up` leaves behind."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
     env["TMPDIR"] = str(tmp_path)
     return env
@@ -88,8 +88,9 @@ def up_demo_until_blocks_then_stop(
     """Run `argv` (an `up --demo`), assert it blocks and aborts, stop it; returns what it printed.
 
     Asserts that `up` exits 0 on `stop_signal` and leaves neither its broker nor its worker
-    running (both found by the PIDs `up` prints). `again`: the signal is sent a second time once
-    `up` says it is stopping (an impatient user's second Ctrl-C).
+    running (both found by the PIDs `up` prints), nor a directory in TMPDIR. `again`: the
+    signal is sent a second time once `up` says it is stopping (an impatient user's second
+    Ctrl-C).
     """
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True, cwd=cwd,
@@ -148,4 +149,6 @@ def up_demo_until_blocks_then_stop(
     assert "stopping" in rest
     assert not _alive(worker_pid)
     assert not _alive(broker_pid)
+    assert "log      kept" not in rest, rest
+    assert not list(Path(env["TMPDIR"]).glob("loopguard-*")), rest
     return "\n".join(seen) + "\n" + rest

@@ -264,15 +264,16 @@ def up_main(settings: Settings, demo: bool, runs: int = 50, broker_kind: str = "
         worker_code = 0 if proc is None else stop_process(proc, timeout=20)
         if broker is not None:
             broker.stop()
-        _leave_data_dir(data_dir, log_path, kept=not stopped or worker_code != 0)
+        _leave_data_dir(data_dir, log_path, keep=not stopped or worker_code != 0)
     return 0
 
 
-def _leave_data_dir(data_dir: Path, log_path: Path, kept: bool) -> None:
+def _leave_data_dir(data_dir: Path, log_path: Path, keep: bool) -> None:
     """Remove `up`'s data directory after a clean stop; after a failure keep it, for its log."""
-    # It holds the worker's store, which is only valid against the broker `up` just stopped
-    # (each `up` makes a new one), the policy file `up` wrote, and the worker's log.
-    if kept and log_path.exists():
+    # It holds the worker's store, the policy file `up` wrote and the worker's log; nothing
+    # reads them again (each `up` makes a new directory). With no log (a failure before the
+    # worker started) there is nothing worth keeping.
+    if keep and log_path.exists():
         print(f"log      kept: {log_path}", flush=True)
     else:
         shutil.rmtree(data_dir, ignore_errors=True)
